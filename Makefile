@@ -1,0 +1,40 @@
+# The course's commands. Each one creates .venv and installs what it needs on first use.
+#   make book        build the book into _build/html (executes every chapter)
+#   make test        run every test (package, checkers, notebooks, exercise versions, strict Sphinx build)
+#   make exercises   write the exercise versions to exercises/ (never overwrites a notebook you edited)
+#   make execute     re-run chapters and store their outputs (after editing a chapter)
+PYTHON ?= python3
+TORCH  ?= torch==2.13.0
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: book test exercises execute setup-cells clean
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -r requirements.txt
+	$(BIN)/python -m pip install -q --no-deps -e .
+	touch $(STAMP)
+
+book: $(STAMP)
+	$(BIN)/jupyter-book build --all -W -n --keep-going .
+	@echo "open _build/html/index.html"
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadfile --nbval-lax --durations=10
+	$(BIN)/jupyter-book build --all -W -n --keep-going . --config tests/_config_stored_outputs.yml
+
+exercises:
+	$(PYTHON) tools/make_exercises.py
+
+execute: $(STAMP)
+	$(BIN)/python tools/execute_notebooks.py
+
+setup-cells: $(STAMP)
+	$(BIN)/python tools/notebook_setup.py
+
+clean:
+	rm -rf _build

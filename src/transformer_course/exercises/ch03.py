@@ -1,0 +1,141 @@
+"""Checkers for chapter 3 (Q/K/V 与自注意力).
+
+Each exercise lists the typical mistakes it recognises; ``tests/test_exercises_ch03.py`` proves
+that every one of them is rejected with its own hint.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from ..attention import causal_mask, scaled_dot_product_attention
+from ._core import Exercise, Mistake
+
+
+def _randn(g: torch.Generator, *shape: int) -> Tensor:
+    return torch.randn(*shape, generator=g)
+
+
+# ---- 练习 1: scaled dot-product attention -------------------------------------------------
+
+def _attention_cases() -> list[tuple[Tensor, Tensor, Tensor]]:
+    g = torch.Generator().manual_seed(3)
+    # (B, Tq, Tk, d_k, d_v): every dimension differs within a case, so a swapped axis shows.
+    dims = [(2, 3, 5, 4, 6), (1, 6, 4, 16, 3), (3, 4, 7, 9, 5)]
+    return [(_randn(g, b, tq, dk), _randn(g, b, tk, dk), _randn(g, b, tk, dv)) for b, tq, tk, dk, dv in dims]
+
+
+def _attention_reference(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    return scaled_dot_product_attention(q, k, v)
+
+
+def _scores(q: Tensor, k: Tensor, scale: float) -> Tensor:
+    return q @ k.transpose(-2, -1) * scale  # (B, Tq, Tk)
+
+
+def _weighted(w: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    return w @ v, w
+
+
+ATTENTION = Exercise(
+    name="练习 1 attention",
+    reference=_attention_reference,
+    make_cases=_attention_cases,
+    mistakes=(
+        Mistake("softmax 的维度不对：应在最后一维（每个 query 对所有 key）上归一化，即 dim=-1。",
+                lambda q, k, v: _weighted(torch.softmax(_scores(q, k, q.shape[-1] ** -0.5), dim=-2), v)),
+        Mistake("缺少缩放：softmax 之前要把分数除以 √d_k。",
+                lambda q, k, v: _weighted(torch.softmax(_scores(q, k, 1.0), dim=-1), v)),
+        Mistake("缩放因子不对：应除以 √d_k，而不是 d_k。",
+                lambda q, k, v: _weighted(torch.softmax(_scores(q, k, 1.0 / q.shape[-1]), dim=-1), v)),
+        Mistake("缩放放错了位置：要先除以 √d_k 再做 softmax，而不是对 softmax 的结果缩放。",
+                lambda q, k, v: _weighted(torch.softmax(_scores(q, k, 1.0), dim=-1) / math.sqrt(q.shape[-1]), v)),
+        Mistake("输出应是权重对 V 的加权和（weights @ v），你似乎乘的是 K。",
+                lambda q, k, v: (lambda o, w: (w @ k, w))(*scaled_dot_product_attention(q, k, v))),
+    ),
+)
+check_attention = ATTENTION.check
+
+
+# ---- 练习 2: causal (masked) self-attention ------------------------------------------------
+
+def _causal_cases() -> list[tuple[Tensor, Tensor, Tensor]]:
+    g = torch.Generator().manual_seed(4)
+    dims = [(2, 5, 4, 3), (1, 7, 6, 5), (3, 4, 8, 2)]  # (B, T, d_k, d_v)
+    return [(_randn(g, b, t, dk), _randn(g, b, t, dk), _randn(g, b, t, dv)) for b, t, dk, dv in dims]
+
+
+def _causal_reference(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    return scaled_dot_product_attention(q, k, v, mask=causal_mask(q.shape[-2]))
+
+
+def _masked_scores(q: Tensor, k: Tensor, mask: Tensor, fill: float, scale: float | None = None) -> Tensor:
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    return _scores(q, k, scale).masked_fill(~mask, fill)
+
+
+def _tri(q: Tensor, diagonal: int, upper: bool = False) -> Tensor:
+    ones = torch.ones(q.shape[-2], q.shape[-2], dtype=torch.bool)
+    return ones.triu(diagonal) if upper else ones.tril(diagonal)
+
+
+CAUSAL = Exercise(
+    name="练习 2 causal_attention",
+    reference=_causal_reference,
+    make_cases=_causal_cases,
+    mistakes=(
+        Mistake("掩码加在了 softmax 之后：未来位置归零了，但每行权重之和不再是 1。应在 softmax 之前把未来位置的分数设为 -inf。",
+                lambda q, k, v: _weighted(torch.softmax(_scores(q, k, q.shape[-1] ** -0.5), -1) * _tri(q, 0), v)),
+        Mistake("被遮住的分数应设为 -inf，而不是 0：e^0 = 1，未来位置仍然分到了权重。",
+                lambda q, k, v: _weighted(torch.softmax(_masked_scores(q, k, _tri(q, 0), 0.0), -1), v)),
+        Mistake("掩码方向反了：query i 只能看 j ≤ i（下三角，torch.tril），你保留的是上三角（未来）。",
+                lambda q, k, v: _weighted(torch.softmax(_masked_scores(q, k, _tri(q, 0, upper=True), float("-inf")), -1), v)),
+        Mistake("对角线也应保留：每个位置可以关注它自己（j = i），请用 tril(diagonal=0)。",
+                lambda q, k, v: _weighted(torch.softmax(_masked_scores(q, k, _tri(q, -1), float("-inf")), -1), v)),
+        Mistake("缺少缩放：softmax 之前要把分数除以 √d_k。",
+                lambda q, k, v: _weighted(torch.softmax(_masked_scores(q, k, _tri(q, 0), float("-inf"), 1.0), -1), v)),
+    ),
+)
+check_causal_attention = CAUSAL.check
+
+
+# ---- 练习 3: cross-attention ----------------------------------------------------------------
+
+def _cross_cases() -> list[tuple[Tensor, ...]]:
+    g = torch.Generator().manual_seed(5)
+    dims = [(2, 3, 5, 8, 4, 6), (1, 6, 4, 10, 7, 3), (3, 2, 7, 6, 5, 9)]  # (B, T_dec, T_enc, d_model, d_k, d_v)
+    return [
+        (_randn(g, b, td, dm), _randn(g, b, te, dm), _randn(g, dm, dk), _randn(g, dm, dk), _randn(g, dm, dv))
+        for b, td, te, dm, dk, dv in dims
+    ]
+
+
+def _cross(x_q: Tensor, x_kv: Tensor, w_q: Tensor, w_k: Tensor, w_v: Tensor, scale: float | None = None) -> Tensor:
+    q, k, v = x_q @ w_q, x_kv @ w_k, x_kv @ w_v  # (B, Tq, d_k), (B, Tk, d_k), (B, Tk, d_v)
+    return scaled_dot_product_attention(q, k, v, scale=scale)[0]
+
+
+def _cross_reference(x_dec: Tensor, x_enc: Tensor, w_q: Tensor, w_k: Tensor, w_v: Tensor) -> Tensor:
+    return _cross(x_dec, x_enc, w_q, w_k, w_v)
+
+
+CROSS = Exercise(
+    name="练习 3 cross_attention",
+    reference=_cross_reference,
+    make_cases=_cross_cases,
+    mistakes=(
+        Mistake("来源弄反了：Q 应来自 decoder（x_dec），K 和 V 来自 encoder（x_enc）。输出长度应等于 decoder 的长度。",
+                lambda xd, xe, wq, wk, wv: _cross(xe, xd, wq, wk, wv)),
+        Mistake("这是 decoder 的自注意力：cross-attention 的 K、V 要由 encoder 的输出 x_enc 投影得到。",
+                lambda xd, xe, wq, wk, wv: _cross(xd, xd, wq, wk, wv)),
+        Mistake("K 应由 w_k 投影，而你用了 w_q：Q 和 K 是两个独立学习的矩阵。",
+                lambda xd, xe, wq, wk, wv: _cross(xd, xe, wq, wq, wv)),
+        Mistake("缺少缩放：softmax 之前要把分数除以 √d_k。",
+                lambda xd, xe, wq, wk, wv: _cross(xd, xe, wq, wk, wv, scale=1.0)),
+    ),
+)
+check_cross_attention = CROSS.check
+
+EXERCISES = (ATTENTION, CAUSAL, CROSS)

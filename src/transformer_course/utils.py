@@ -1,0 +1,62 @@
+"""Small helpers every chapter uses: device choice, seeding, parameter counts, timing."""
+from __future__ import annotations
+
+import os
+import random
+import statistics
+import time
+from typing import Callable
+
+import numpy as np
+import torch
+
+
+def get_device() -> torch.device:
+    """The best available device: CUDA, then Apple MPS, then CPU.
+
+    Set the environment variable ``TC_DEVICE`` (e.g. ``cpu``) to override.
+    """
+    forced = os.environ.get("TC_DEVICE")
+    if forced:
+        return torch.device(forced)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if torch.backends.mps.is_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def set_seed(seed: int = 0) -> None:
+    """Seed Python, NumPy and torch (all devices) so that a run is repeatable."""
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ValueError(f"seed must be an int, got {type(seed).__name__}")
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def count_params(module: torch.nn.Module, trainable_only: bool = False) -> int:
+    """Number of parameters of ``module`` (shared parameters counted once)."""
+    if not isinstance(module, torch.nn.Module):
+        raise ValueError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
+
+
+def time_call(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> float:
+    """Median wall time of ``fn()`` in seconds over ``repeats`` runs after ``warmup`` runs.
+
+    Synchronises CUDA so that GPU work is included in the measurement.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    for _ in range(warmup):
+        fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
