@@ -1,4 +1,21 @@
-"""Exercise checkers, one module per chapter. Each ``check_*`` prints a one-line Chinese verdict."""
-from . import ch03
+"""Exercise checkers, one module per chapter (``ch03`` …). Each ``check_*`` prints a one-line Chinese verdict.
 
-__all__ = ["ch03"]
+Chapter modules are imported on first use, so ``tc.exercises.ch03`` works without listing them here.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from types import ModuleType
+
+CHAPTERS = sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name.startswith("ch"))
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in CHAPTERS:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}; chapters: {', '.join(CHAPTERS)}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *CHAPTERS])
