@@ -61,11 +61,12 @@ class Exercise:
                 return Verdict(False, f"{self.name}：{problem}")
         return Verdict(True, f"{self.name}：{PASS}（{len(cases)} 组随机测试全部正确）")
 
-    def check(self, fn: Any) -> Verdict:
-        """Evaluate ``fn`` and print the verdict line (what the notebook's check cell calls)."""
-        verdict = self.evaluate(fn)
-        print(verdict.message)
-        return verdict
+    def check(self, fn: Any) -> None:
+        """Evaluate ``fn`` and print the one-line verdict (what the notebook's check cell calls).
+
+        Returns nothing, so that the cell shows exactly one line; tests call :meth:`evaluate`.
+        """
+        print(self.evaluate(fn).message)
 
     def _check_case(self, fn: Callable[..., Any], args: tuple, i: int) -> str | None:
         expected = self.reference(*args)
