@@ -1,5 +1,14 @@
+import os
 import sys
 from pathlib import Path
 
+import torch
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))  # the course's scripts are importable in tests
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # reference models are built from configs: never download
+
+# Tiny tensors run fastest on one intra-op thread; with two on a busy 2-core machine every op waits
+# for the other thread (measured: hundreds of times slower). Notebook kernels get OMP_NUM_THREADS=1
+# from the Makefile.
+torch.set_num_threads(1)

@@ -1,20 +1,83 @@
 """《Transformer 架构原理：可执行课程》的共享实现。Import as ``import transformer_course as tc``."""
 from __future__ import annotations
 
-from . import exercises, viz
+from . import data, exercises, viz
 from .attention import causal_mask, padding_mask, scaled_dot_product_attention
+from .block import PostNormResidual, PreNormResidual, TransformerBlock
+from .config import TransformerConfig
+from .ffn import FeedForward, SwiGLU
+from .generate import generate, greedy, next_token, sample, scale_by_temperature, top_k_filter, top_p_filter
+from .kv_cache import KVCache, kv_cache_bytes
+from .models import DecoderOnly, EncoderDecoder, EncoderOnly, TransformerStack, from_hf_gpt2, load_gpt2_state_dict
+from .multihead import MultiHeadAttention, merge_heads, split_heads
+from .norm import LayerNorm, RMSNorm
+from .positional import (
+    ALiBi,
+    LearnedPositions,
+    RotaryEmbedding,
+    SinusoidalPositions,
+    alibi_slopes,
+    apply_rope,
+    rotate_half,
+    sinusoidal_table,
+)
+from .rnn import LSTM, RNN, RecurrentLM
+from .tokenizer import BPETokenizer
+from .train import accuracy, lm_loss, train
 from .utils import count_params, get_device, set_seed, time_call
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ALiBi",
+    "BPETokenizer",
+    "DecoderOnly",
+    "EncoderDecoder",
+    "EncoderOnly",
+    "FeedForward",
+    "KVCache",
+    "LSTM",
+    "LayerNorm",
+    "LearnedPositions",
+    "MultiHeadAttention",
+    "PostNormResidual",
+    "PreNormResidual",
+    "RMSNorm",
+    "RNN",
+    "RecurrentLM",
+    "RotaryEmbedding",
+    "SinusoidalPositions",
+    "SwiGLU",
+    "TransformerBlock",
+    "TransformerConfig",
+    "TransformerStack",
+    "accuracy",
+    "alibi_slopes",
+    "apply_rope",
     "causal_mask",
     "count_params",
+    "data",
     "exercises",
+    "from_hf_gpt2",
+    "generate",
     "get_device",
+    "greedy",
+    "kv_cache_bytes",
+    "lm_loss",
+    "load_gpt2_state_dict",
+    "merge_heads",
+    "next_token",
     "padding_mask",
+    "rotate_half",
+    "sample",
+    "scale_by_temperature",
     "scaled_dot_product_attention",
     "set_seed",
+    "sinusoidal_table",
+    "split_heads",
     "time_call",
+    "top_k_filter",
+    "top_p_filter",
+    "train",
     "viz",
 ]

@@ -10,21 +10,18 @@ import math
 import torch
 from torch import Tensor
 
-
-def _require_tensor(name: str, x: object, min_dim: int) -> Tensor:
-    if not isinstance(x, Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
-    if x.dim() < min_dim:
-        raise ValueError(f"{name} must have at least {min_dim} dims (..., T, d), got shape {tuple(x.shape)}")
-    if not x.is_floating_point():
-        raise ValueError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
-    return x
+from ._checks import check_broadcastable, check_int, check_mask, check_tensor
 
 
 def scaled_dot_product_attention(
-    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, scale: float | None = None
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    mask: Tensor | None = None,
+    scale: float | None = None,
+    bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """softmax(q kᵀ · scale) v, returning the output and the attention weights.
+    """softmax(q kᵀ · scale + bias) v, returning the output and the attention weights.
 
     Args:
         q: queries ``(..., Tq, d_k)``.
@@ -32,6 +29,7 @@ def scaled_dot_product_attention(
         v: values ``(..., Tk, d_v)``.
         mask: optional boolean, ``True`` = may attend, broadcastable to ``(..., Tq, Tk)``.
         scale: multiplier of the scores; default ``1 / sqrt(d_k)``.
+        bias: optional float added to the scores, broadcastable to ``(..., Tq, Tk)`` (ALiBi).
 
     Returns:
         ``(out, weights)`` with shapes ``(..., Tq, d_v)`` and ``(..., Tq, Tk)``. Each row of
@@ -43,7 +41,8 @@ def scaled_dot_product_attention(
         >>> out.shape, w.shape
         (torch.Size([2, 5, 8]), torch.Size([2, 5, 5]))
     """
-    _require_tensor("q", q, 2), _require_tensor("k", k, 2), _require_tensor("v", v, 2)
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, x, "(..., T, d)")
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"q and k must share the last dim d_k, got q {tuple(q.shape)} and k {tuple(k.shape)}")
     if k.shape[-2] != v.shape[-2]:
@@ -52,16 +51,12 @@ def scaled_dot_product_attention(
     scale = 1.0 / math.sqrt(d_k) if scale is None else scale
 
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., Tq, Tk)
+    if bias is not None:
+        check_tensor("bias", bias, "(..., Tq, Tk)")
+        check_broadcastable("bias", bias, scores.shape)
+        scores = scores + bias
     if mask is not None:
-        if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
-            got = mask.dtype if isinstance(mask, Tensor) else type(mask).__name__
-            raise ValueError(f"mask must be a bool tensor (True = may attend), got {got}")
-        try:
-            torch.broadcast_shapes(mask.shape, scores.shape)
-        except RuntimeError:
-            raise ValueError(
-                f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' shape {tuple(scores.shape)}"
-            ) from None
+        check_mask("mask", mask, scores.shape)
         scores = scores.masked_fill(~mask, float("-inf"))  # masked BEFORE softmax
     weights = torch.softmax(scores, dim=-1)  # (..., Tq, Tk), each row sums to 1
     if mask is not None:
@@ -81,9 +76,7 @@ def causal_mask(t_q: int, t_k: int | None = None, device: torch.device | str | N
                 [1, 1, 1, 1]], dtype=torch.int32)
     """
     t_k = t_q if t_k is None else t_k
-    for name, val in (("t_q", t_q), ("t_k", t_k)):
-        if not isinstance(val, int) or val < 1:
-            raise ValueError(f"{name} must be a positive int, got {val!r}")
+    check_int("t_q", t_q), check_int("t_k", t_k)
     if t_q > t_k:
         raise ValueError(f"t_q must be <= t_k (queries are the last t_q of t_k positions), got t_q={t_q}, t_k={t_k}")
     return torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril(diagonal=t_k - t_q)
@@ -94,7 +87,6 @@ def padding_mask(lengths: Tensor, t_k: int) -> Tensor:
     if not isinstance(lengths, Tensor) or lengths.dim() != 1 or lengths.is_floating_point():
         got = f"shape {tuple(lengths.shape)}, dtype {lengths.dtype}" if isinstance(lengths, Tensor) else type(lengths).__name__
         raise ValueError(f"lengths must be a 1-D integer tensor (B,), got {got}")
-    if not isinstance(t_k, int) or t_k < 1:
-        raise ValueError(f"t_k must be a positive int, got {t_k!r}")
+    check_int("t_k", t_k)
     positions = torch.arange(t_k, device=lengths.device)  # (Tk,)
     return (positions[None, :] < lengths[:, None])[:, None, None, :]  # (B, 1, 1, Tk)

@@ -1,0 +1,124 @@
+"""The Transformer block: attention and a feed-forward network, each inside a residual connection.
+
+Where the norm sits is a part, not a flag: ``PreNormResidual`` computes ``x + f(norm(x))``
+(GPT-2, Llama: stable to train deep), ``PostNormResidual`` computes ``norm(x + f(x))`` (the original
+Transformer, BERT). A block wraps self-attention, optionally cross-attention, and the FFN in
+such residuals; ``(B, T, C) -> (B, T, C)``.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from torch import Tensor, nn
+
+from ._checks import check_choice, check_float
+from .ffn import make_ffn
+from .kv_cache import LayerKVCache
+from .multihead import MultiHeadAttention
+from .norm import make_norm
+
+if TYPE_CHECKING:
+    from .config import TransformerConfig
+
+
+class _Residual(nn.Module):
+    """A residual connection around a sublayer, holding its norm and its dropout."""
+
+    def __init__(self, norm: nn.Module, *, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.norm = norm
+        self.dropout = nn.Dropout(check_float("dropout", dropout, "[0, 1)"))
+
+
+class PreNormResidual(_Residual):
+    """``x + dropout(sublayer(norm(x)))``: the residual path stays an identity; ``(B, T, C) -> (B, T, C)``."""
+
+    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        return x + self.dropout(sublayer(self.norm(x)))
+
+
+class PostNormResidual(_Residual):
+    """``norm(x + dropout(sublayer(x)))``: every block's output is normalised; ``(B, T, C) -> (B, T, C)``."""
+
+    def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+RESIDUALS = {"pre": PreNormResidual, "post": PostNormResidual}
+
+
+class TransformerBlock(nn.Module):
+    """Self-attention, then (optionally) cross-attention to ``context``, then the FFN, each residual.
+
+    The mask is the caller's: pass ``causal_mask(...)`` for a decoder, a padding mask or ``None``
+    for an encoder. ``forward(x (B, T, C), ...) -> (B, T, C)``.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        d_ff: int,
+        *,
+        norm_position: str = "pre",
+        norm: str = "layernorm",
+        activation: str = "gelu",
+        cross_attention: bool = False,
+        dropout: float = 0.0,
+        bias: bool = True,
+        eps: float = 1e-5,
+    ) -> None:
+        super().__init__()
+        Residual = RESIDUALS[check_choice("norm_position", norm_position, RESIDUALS)]
+
+        def residual() -> nn.Module:
+            return Residual(make_norm(norm, d_model, eps=eps, bias=bias), dropout=dropout)
+
+        self.self_attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout)
+        self.self_attn_residual = residual()
+        if cross_attention:
+            self.cross_attn = MultiHeadAttention(d_model, n_heads, cross_attention=True, bias=bias, dropout=dropout)
+            self.cross_attn_residual = residual()
+        else:
+            self.cross_attn = None
+        self.ffn = make_ffn(activation, d_model, d_ff, bias=bias)
+        self.ffn_residual = residual()
+
+    @classmethod
+    def from_config(cls, config: TransformerConfig, *, cross_attention: bool = False) -> TransformerBlock:
+        """A block with the sizes and choices of ``config``."""
+        return cls(
+            config.d_model,
+            config.n_heads,
+            config.d_ff,
+            norm_position=config.norm_position,
+            norm=config.norm,
+            activation=config.activation,
+            cross_attention=cross_attention,
+            dropout=config.dropout,
+            bias=config.bias,
+            eps=config.norm_eps,
+        )
+
+    def forward(
+        self,
+        x: Tensor,
+        *,
+        mask: Tensor | None = None,
+        cache: LayerKVCache | None = None,
+        rope: tuple[Tensor, Tensor] | None = None,
+        position_bias: Tensor | None = None,
+        context: Tensor | None = None,
+        context_mask: Tensor | None = None,
+    ) -> Tensor:
+        """``x (B, T, C) -> (B, T, C)``; ``mask``, ``cache``, ``rope``, ``position_bias`` go to self-attention,
+        ``context (B, S, C)`` and ``context_mask`` (broadcastable to ``(B, H, T, S)``) to cross-attention."""
+        x = self.self_attn_residual(
+            x, lambda h: self.self_attn(h, mask=mask, cache=cache, rope=rope, position_bias=position_bias)[0]
+        )
+        if self.cross_attn is not None:
+            x = self.cross_attn_residual(x, lambda h: self.cross_attn(h, context=context, mask=context_mask)[0])
+        elif context is not None:
+            raise ValueError("context was given, but this block has no cross-attention (cross_attention=False)")
+        return self.ffn_residual(x, self.ffn)

@@ -1,0 +1,111 @@
+"""One frozen dataclass that describes every model of the course.
+
+Leaf modules (attention, FFN, norm, block) take explicit arguments and work without it; the
+models in ``models.py`` are built from a ``TransformerConfig``. Invalid values raise
+``ValueError`` at construction, naming the field, the value and what is allowed.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ._checks import check_choice, check_float, check_int
+from .block import RESIDUALS
+from .ffn import FFN_ACTIVATIONS
+from .norm import NORMS
+
+POSITIONAL_SCHEMES = ("learned", "sinusoidal", "rope", "alibi", "none")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TransformerConfig:
+    """Sizes and architectural choices of a Transformer.
+
+    Attributes:
+        vocab_size: number of token ids ``V``.
+        d_model: width ``C`` of the residual stream.
+        n_heads: attention heads ``H``; must divide ``d_model`` (``d_head = d_model / n_heads``).
+        n_layers: number of blocks.
+        d_ff: hidden width of the feed-forward network (often ``4 · d_model``).
+        max_len: the context length: learned positions exist only below it; the default KV cache size.
+        positional: ``"learned"``, ``"sinusoidal"`` (added to the input), ``"rope"`` (rotates q, k),
+            ``"alibi"`` (biases the scores) or ``"none"``.
+        norm: ``"layernorm"`` or ``"rmsnorm"``; ``norm_eps`` its epsilon.
+        norm_position: ``"pre"`` (GPT-2, Llama) or ``"post"`` (original Transformer, BERT).
+        activation: ``"relu"``, ``"gelu"``, ``"gelu_tanh"`` (GPT-2's approximation) or ``"swiglu"``.
+        dropout: probability for attention weights, residual branches and embeddings.
+        bias: whether Linear layers and LayerNorm have a bias.
+        tie_embeddings: share the token embedding with the output layer (LM head).
+        rope_base: the base ``θ`` of RoPE's frequencies.
+
+    Example:
+        >>> TransformerConfig(vocab_size=50, d_model=24, n_heads=3, n_layers=2, d_ff=40, max_len=16).d_head
+        8
+    """
+
+    vocab_size: int
+    d_model: int
+    n_heads: int
+    n_layers: int
+    d_ff: int
+    max_len: int
+    positional: str = "learned"
+    norm: str = "layernorm"
+    norm_position: str = "pre"
+    activation: str = "gelu"
+    dropout: float = 0.0
+    bias: bool = True
+    tie_embeddings: bool = True
+    norm_eps: float = 1e-5
+    rope_base: float = 10000.0
+
+    def __post_init__(self) -> None:
+        for name in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
+            check_int(name, getattr(self, name))
+        check_choice("positional", self.positional, POSITIONAL_SCHEMES)
+        check_choice("norm", self.norm, NORMS)
+        check_choice("norm_position", self.norm_position, RESIDUALS)
+        check_choice("activation", self.activation, FFN_ACTIVATIONS)
+        check_float("dropout", self.dropout, "[0, 1)")
+        check_float("norm_eps", self.norm_eps, "(0, inf)")
+        check_float("rope_base", self.rope_base, "(1, inf)")
+        for name in ("bias", "tie_embeddings"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
+        if self.positional == "rope" and self.d_head % 2:
+            raise ValueError(f"positional='rope' needs an even d_head = d_model / n_heads, got d_head={self.d_head}")
+        if self.positional == "sinusoidal" and self.d_model % 2:
+            raise ValueError(f"positional='sinusoidal' needs an even d_model, got d_model={self.d_model}")
+
+    @property
+    def d_head(self) -> int:
+        """Width of one attention head, ``d_model / n_heads``."""
+        return self.d_model // self.n_heads
+
+    def replace(self, **changes: object) -> TransformerConfig:
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def gpt2_small(cls, **overrides: object) -> TransformerConfig:
+        """GPT-2 small (124M parameters): 12 layers, 12 heads, d_model 768, vocab 50257, context 1024,
+        pre-LN with LayerNorm (eps 1e-5), GELU (tanh approximation), learned positions, tied embeddings."""
+        gpt2 = cls(
+            vocab_size=50257,
+            d_model=768,
+            n_heads=12,
+            n_layers=12,
+            d_ff=3072,
+            max_len=1024,
+            positional="learned",
+            norm="layernorm",
+            norm_position="pre",
+            activation="gelu_tanh",
+            dropout=0.1,
+            bias=True,
+            tie_embeddings=True,
+            norm_eps=1e-5,
+        )
+        return gpt2.replace(**overrides)

@@ -1,0 +1,151 @@
+"""The KV cache: keys and values already computed, kept so that decoding step t costs O(t), not O(t²).
+
+One ``KVCache`` holds every layer, head and position (never token ids: a token's key depends on
+its position and everything before it). It is preallocated for ``max_len`` positions and has
+one position counter ``pos``, shared by all layers:
+
+* attention in layer ``i`` calls ``cache.layer(i).update(k, v)``, which writes the new positions
+  ``pos .. pos+T-1`` and returns a view of all keys and values so far, ``(B, H, pos+T, d_head)``;
+* after every layer has written, the model calls ``cache.advance(T)``.
+
+Use it under ``torch.inference_mode()`` (``generate`` does): it is written in place.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+from ._checks import check_int, check_tensor
+
+if TYPE_CHECKING:
+    from .config import TransformerConfig
+
+
+class KVCache:
+    """Preallocated keys and values ``(n_layers, B, H, max_len, d_head)`` and one counter ``pos``.
+
+    Example:
+        >>> cache = KVCache(n_layers=2, batch_size=1, n_heads=3, d_head=4, max_len=10)
+        >>> k, v = cache.layer(0).update(torch.ones(1, 3, 5, 4), torch.ones(1, 3, 5, 4))
+        >>> k.shape, cache.pos  # layer 1 would write the same positions 0..4, then:
+        (torch.Size([1, 3, 5, 4]), 0)
+        >>> cache.advance(5); cache.pos
+        5
+    """
+
+    def __init__(
+        self,
+        *,
+        n_layers: int,
+        batch_size: int,
+        n_heads: int,
+        d_head: int,
+        max_len: int,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> None:
+        sizes = dict(n_layers=n_layers, batch_size=batch_size, n_heads=n_heads, max_len=max_len, d_head=d_head)
+        shape = tuple(check_int(name, size) for name, size in sizes.items())
+        self.k = torch.zeros(shape, dtype=dtype, device=device)  # (L, B, H, max_len, d_head)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)  # (L, B, H, max_len, d_head)
+        self.pos = 0  # positions 0 .. pos-1 are filled, in every layer
+
+    @classmethod
+    def from_config(
+        cls,
+        config: TransformerConfig,
+        *,
+        batch_size: int,
+        max_len: int | None = None,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> KVCache:
+        """A cache for a model built from ``config``; ``max_len`` defaults to ``config.max_len``."""
+        return cls(
+            n_layers=config.n_layers,
+            batch_size=batch_size,
+            n_heads=config.n_heads,
+            d_head=config.d_head,
+            max_len=config.max_len if max_len is None else max_len,
+            dtype=dtype,
+            device=device,
+        )
+
+    @property
+    def max_len(self) -> int:
+        """How many positions the cache can hold."""
+        return self.k.shape[3]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the filled part, positions ``0 .. pos-1`` of K and V in every layer."""
+        return 2 * self.k[:, :, :, : self.pos].numel() * self.k.element_size()
+
+    def layer(self, index: int) -> LayerKVCache:
+        """The view that attention layer ``index`` writes to."""
+        if not isinstance(index, int) or not 0 <= index < self.k.shape[0]:
+            raise ValueError(f"index must be an int in [0, {self.k.shape[0]}), got {index!r}")
+        return LayerKVCache(self, index)
+
+    def advance(self, n: int) -> None:
+        """Move the position counter past ``n`` new positions (after all layers wrote them)."""
+        if check_int("n", n) + self.pos > self.max_len:
+            raise ValueError(f"n={n} would move pos={self.pos} past max_len={self.max_len}")
+        self.pos += n
+
+    def reset(self) -> None:
+        """Forget everything (the buffers are reused, not freed)."""
+        self.pos = 0
+
+
+class LayerKVCache:
+    """One layer's view of a ``KVCache``: ``update(k, v)`` writes at the shared counter ``pos``."""
+
+    def __init__(self, cache: KVCache, index: int) -> None:
+        self.cache = cache
+        self.k = cache.k[index]  # (B, H, max_len, d_head), a view
+        self.v = cache.v[index]  # (B, H, max_len, d_head), a view
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Store ``k, v`` ``(B, H, T, d_head)`` at positions ``pos .. pos+T-1``.
+
+        Returns views of all keys and values so far, ``(B, H, pos+T, d_head)`` each.
+        """
+        B, H, _, d_head = self.k.shape
+        check_tensor("k", k, "(B, H, T, d_head)", B=B, H=H, d_head=d_head)
+        check_tensor("v", v, "(B, H, T, d_head)", B=B, H=H, T=k.shape[2], d_head=d_head)
+        start = self.cache.pos
+        end = start + k.shape[2]
+        if end > self.cache.max_len:
+            max_len = self.cache.max_len
+            raise ValueError(f"k has {k.shape[2]} new positions after pos={start}: more than max_len={max_len}")
+        self.k[:, :, start:end] = k
+        self.v[:, :, start:end] = v
+        return self.k[:, :, :end], self.v[:, :, :end]  # (B, H, end, d_head)
+
+
+def kv_cache_bytes(
+    config: TransformerConfig,
+    seq_len: int,
+    batch_size: int = 1,
+    dtype: torch.dtype = torch.float32,
+    *,
+    n_kv_heads: int | None = None,
+) -> int:
+    """Bytes to cache ``seq_len`` positions: ``2 (K, V) × layers × batch × kv heads × seq_len × d_head × bytes``.
+
+    ``n_kv_heads`` defaults to ``config.n_heads`` (multi-head attention); a smaller value gives the
+    size for grouped-query attention, where groups of query heads share one K/V head.
+
+    Example:
+        >>> from transformer_course.config import TransformerConfig
+        >>> kv_cache_bytes(TransformerConfig.gpt2_small(), 1024, dtype=torch.float16) / 2**20  # MiB
+        36.0
+    """
+    n_kv_heads = config.n_heads if n_kv_heads is None else check_int("n_kv_heads", n_kv_heads)
+    if config.n_heads % n_kv_heads:
+        raise ValueError(f"n_kv_heads must divide n_heads={config.n_heads}, got {n_kv_heads}")
+    per_position = 2 * config.n_layers * n_kv_heads * config.d_head * dtype.itemsize
+    return per_position * check_int("seq_len", seq_len) * check_int("batch_size", batch_size)

@@ -1,0 +1,255 @@
+"""The three architectures, built from one ``TransformerStack`` (embeddings, blocks, final norm):
+
+* ``EncoderOnly``: bidirectional attention and a masked-language-model head (BERT);
+* ``DecoderOnly``: causal attention and a next-token head (GPT); ``from_hf_gpt2`` loads GPT-2 weights;
+* ``EncoderDecoder``: an encoder, and a causal decoder that cross-attends to it (the original Transformer).
+
+Token ids ``idx`` are integer tensors ``(B, T)``; logits are ``(B, T, vocab_size)``.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ._checks import check_tensor
+from .attention import causal_mask
+from .block import TransformerBlock
+from .config import TransformerConfig
+from .kv_cache import KVCache
+from .norm import make_norm
+from .positional import ALiBi, LearnedPositions, RotaryEmbedding, SinusoidalPositions
+
+
+def init_weights(module: nn.Module) -> None:
+    """GPT-2's initialisation: weights ``N(0, 0.02)``, biases 0 (norms keep their ones and zeros)."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+    if isinstance(module, nn.Linear) and module.bias is not None:
+        nn.init.zeros_(module.bias)
+
+
+def _input_positions(config: TransformerConfig) -> nn.Module | None:
+    """The position table added to the token embeddings, for the schemes that have one."""
+    if config.positional == "learned":
+        return LearnedPositions(config.max_len, config.d_model)
+    if config.positional == "sinusoidal":
+        return SinusoidalPositions(config.d_model)
+    return None
+
+
+def make_lm_head(config: TransformerConfig, tok_emb: nn.Embedding) -> nn.Linear:
+    """The output layer ``C -> vocab_size``; with ``tie_embeddings`` it shares ``tok_emb``'s ``(V, C)`` matrix."""
+    lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+    if config.tie_embeddings:
+        lm_head.weight = tok_emb.weight  # one matrix both reads tokens in and scores them out
+    return lm_head
+
+
+class TransformerStack(nn.Module):
+    """Token embedding, positions, ``n_layers`` blocks and (pre-LN only) a final norm.
+
+    ``forward(idx (B, T), ...) -> (B, T, C)``. ``causal=True`` adds the causal mask (a decoder);
+    ``cross_attention=True`` gives every block cross-attention to a ``context``.
+    """
+
+    def __init__(self, config: TransformerConfig, *, causal: bool, cross_attention: bool = False) -> None:
+        super().__init__()
+        self.config, self.causal = config, causal
+        C, scheme = config.d_model, config.positional
+        self.tok_emb = nn.Embedding(config.vocab_size, C)
+        # At most one of the three is set: positions added to the input, rotating q and k, or biasing scores.
+        self.pos_emb = _input_positions(config)
+        self.rope = RotaryEmbedding(config.d_head, base=config.rope_base) if scheme == "rope" else None
+        self.alibi = ALiBi(config.n_heads) if scheme == "alibi" else None
+        self.dropout = nn.Dropout(config.dropout)
+        self.blocks = nn.ModuleList(
+            TransformerBlock.from_config(config, cross_attention=cross_attention) for _ in range(config.n_layers)
+        )
+        # Pre-LN leaves the residual stream unnormalised, so it ends with a norm; post-LN already has one.
+        pre = config.norm_position == "pre"
+        self.final_norm = make_norm(config.norm, C, eps=config.norm_eps, bias=config.bias) if pre else nn.Identity()
+
+    def forward(
+        self,
+        idx: Tensor,
+        *,
+        mask: Tensor | None = None,
+        cache: KVCache | None = None,
+        context: Tensor | None = None,
+        context_mask: Tensor | None = None,
+    ) -> Tensor:
+        """Hidden states ``(B, T, C)`` of token ids ``idx (B, T)``.
+
+        ``mask`` (bool, broadcastable to ``(B, H, T, Tk)``, e.g. a padding mask) is combined with the
+        causal mask; with a ``cache`` the ``T`` tokens sit at positions ``cache.pos .. cache.pos+T-1``.
+        ``context (B, S, C)`` and ``context_mask`` go to cross-attention.
+        """
+        check_tensor("idx", idx, "(B, T)", dtype="int")
+        B, T = idx.shape
+        V = self.config.vocab_size
+        if T == 0 or int(idx.min()) < 0 or int(idx.max()) >= V:
+            got = f"T={T}" if T == 0 else f"values in [{int(idx.min())}, {int(idx.max())}]"
+            raise ValueError(f"idx must hold T >= 1 token ids in [0, {V}), got {got}")
+        start = 0 if cache is None else cache.pos
+        positions = torch.arange(start, start + T, device=idx.device)  # (T,) where the new tokens sit
+        key_positions = torch.arange(start + T, device=idx.device)  # (Tk,) every position attended to
+
+        x = self.tok_emb(idx)  # (B, T, C)
+        if self.pos_emb is not None:
+            x = x + self.pos_emb(positions)  # (B, T, C) + (T, C)
+        x = self.dropout(x)
+        rope = None if self.rope is None else self.rope(positions)  # (cos, sin), (T, d_head) each
+        bias = None if self.alibi is None else self.alibi(positions, key_positions)  # (H, T, Tk)
+        if self.causal:
+            causal = causal_mask(T, start + T, device=idx.device)  # (T, Tk)
+            mask = causal if mask is None else mask & causal
+        for i, block in enumerate(self.blocks):
+            layer_cache = None if cache is None else cache.layer(i)
+            x = block(x, mask=mask, cache=layer_cache, rope=rope, position_bias=bias,
+                      context=context, context_mask=context_mask)
+        if cache is not None:
+            cache.advance(T)  # every layer has stored positions start .. start+T-1
+        return self.final_norm(x)  # (B, T, C)
+
+
+class DecoderOnly(nn.Module):
+    """A GPT-style language model: ``forward(idx (B, T), cache=None) -> logits (B, T, vocab_size)``.
+
+    Logit ``t`` predicts token ``t + 1`` from tokens ``0 .. t`` only (causal attention).
+
+    Example:
+        >>> config = TransformerConfig(vocab_size=50, d_model=24, n_heads=3, n_layers=2, d_ff=40, max_len=16)
+        >>> DecoderOnly(config)(torch.zeros(2, 7, dtype=torch.long)).shape
+        torch.Size([2, 7, 50])
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.transformer = TransformerStack(config, causal=True)
+        self.lm_head = make_lm_head(config, self.transformer.tok_emb)
+        self.apply(init_weights)
+
+    def forward(self, idx: Tensor, cache: KVCache | None = None) -> Tensor:
+        """Logits ``(B, T, V)`` for every position; with a ``cache``, ``idx`` holds only the new tokens."""
+        return self.lm_head(self.transformer(idx, cache=cache))  # (B, T, V)
+
+    def next_token_logits(self, idx: Tensor, cache: KVCache | None = None) -> Tensor:
+        """Logits ``(B, V)`` for the token after ``idx``: the LM head runs at the last position only."""
+        return self.lm_head(self.transformer(idx, cache=cache)[:, -1])  # (B, V)
+
+
+class EncoderOnly(nn.Module):
+    """A BERT-style encoder with a masked-language-model head: ``forward(idx (B, T)) -> logits (B, T, V)``.
+
+    Every position sees every other (no causal mask); pass ``mask`` (e.g. ``padding_mask(lengths, T)``)
+    to hide padding.
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.transformer = TransformerStack(config, causal=False)
+        self.mlm_transform = nn.Sequential(  # BERT's head: dense, GELU, norm, then the output layer
+            nn.Linear(config.d_model, config.d_model, bias=config.bias),
+            nn.GELU(),
+            make_norm(config.norm, config.d_model, eps=config.norm_eps, bias=config.bias),
+        )
+        self.lm_head = make_lm_head(config, self.transformer.tok_emb)
+        self.apply(init_weights)
+
+    def forward(self, idx: Tensor, *, mask: Tensor | None = None) -> Tensor:
+        """Logits ``(B, T, V)`` for the token at every position (train on the masked ones)."""
+        return self.lm_head(self.mlm_transform(self.transformer(idx, mask=mask)))  # (B, T, V)
+
+
+class EncoderDecoder(nn.Module):
+    """Encoder over ``src (B, S)``, causal decoder over ``tgt (B, T)`` with cross-attention to the encoder.
+
+    ``forward(src, tgt, src_mask=None) -> logits (B, T, V)``; ``src_mask`` (e.g. ``padding_mask``,
+    broadcastable to ``(B, H, S, S)`` and ``(B, H, T, S)``) hides source padding from both.
+    """
+
+    def __init__(self, config: TransformerConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.encoder = TransformerStack(config, causal=False)
+        self.decoder = TransformerStack(config, causal=True, cross_attention=True)
+        self.lm_head = make_lm_head(config, self.decoder.tok_emb)
+        self.apply(init_weights)
+
+    def encode(self, src: Tensor, *, src_mask: Tensor | None = None) -> Tensor:
+        """The encoder's output ``(B, S, C)`` (the "memory" the decoder attends to)."""
+        return self.encoder(src, mask=src_mask)
+
+    def decode(
+        self, tgt: Tensor, memory: Tensor, *, src_mask: Tensor | None = None, cache: KVCache | None = None
+    ) -> Tensor:
+        """Logits ``(B, T, V)`` of the decoder over ``tgt (B, T)`` attending to ``memory (B, S, C)``."""
+        return self.lm_head(self.decoder(tgt, cache=cache, context=memory, context_mask=src_mask))
+
+    def forward(self, src: Tensor, tgt: Tensor, *, src_mask: Tensor | None = None) -> Tensor:
+        return self.decode(tgt, self.encode(src, src_mask=src_mask), src_mask=src_mask)  # (B, T, V)
+
+
+# --- GPT-2 weights from Hugging Face ------------------------------------------------------------
+
+_GPT2_NAMES = {  # Hugging Face GPT-2 name -> ours; HF's Conv1D stores Linear weights transposed
+    "ln_1": ("self_attn_residual.norm", False),
+    "attn.c_attn": ("self_attn.qkv_proj", True),
+    "attn.c_proj": ("self_attn.out_proj", True),
+    "ln_2": ("ffn_residual.norm", False),
+    "mlp.c_fc": ("ffn.up", True),
+    "mlp.c_proj": ("ffn.down", True),
+}
+_GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
+
+
+def load_gpt2_state_dict(model: DecoderOnly, hf_state_dict: dict[str, Tensor]) -> None:
+    """Copy a Hugging Face ``GPT2LMHeadModel`` state dict into ``model`` (in place, strictly).
+
+    Renames ``transformer.h.{i}.attn.c_attn`` to ``transformer.blocks.{i}.self_attn.qkv_proj`` etc.
+    and transposes the Conv1D weights ``(in, out)`` to Linear's ``(out, in)``.
+    """
+    renamed = {}
+    for name, tensor in hf_state_dict.items():
+        block = re.fullmatch(r"transformer\.h\.(\d+)\.(.+)\.(weight|bias)", name)
+        if block and block[2] in _GPT2_NAMES:
+            ours, transpose = _GPT2_NAMES[block[2]]
+            name, tensor = f"transformer.blocks.{block[1]}.{ours}.{block[3]}", tensor.t() if transpose else tensor
+        else:
+            for hf, ours in (("wte.", "tok_emb."), ("wpe.", "pos_emb.embedding."), ("ln_f.", "final_norm.")):
+                name = name.replace(hf, ours)
+        renamed[name] = tensor
+    try:
+        model.load_state_dict(renamed, strict=True)
+    except RuntimeError as error:  # missing, unexpected or mis-shaped entries, listed by torch
+        raise ValueError(f"hf_state_dict does not fit model: {error}") from None
+
+
+def from_hf_gpt2(hf_model: Any) -> DecoderOnly:
+    """A ``DecoderOnly`` with the configuration and weights of a ``transformers.GPT2LMHeadModel``.
+
+    Needs no import of ``transformers``: it reads ``hf_model.config`` and ``hf_model.state_dict()``.
+    """
+    c = hf_model.config
+    if c.activation_function not in _GPT2_ACTIVATIONS:
+        allowed = sorted(_GPT2_ACTIVATIONS)
+        raise ValueError(f"activation_function must be one of {allowed}, got {c.activation_function!r}")
+    config = TransformerConfig(
+        vocab_size=c.vocab_size,
+        d_model=c.n_embd,
+        n_heads=c.n_head,
+        n_layers=c.n_layer,
+        d_ff=c.n_inner or 4 * c.n_embd,
+        max_len=c.n_positions,
+        activation=_GPT2_ACTIVATIONS[c.activation_function],
+        norm_eps=c.layer_norm_epsilon,
+        tie_embeddings=c.tie_word_embeddings,
+    )
+    model = DecoderOnly(config)
+    load_gpt2_state_dict(model, hf_model.state_dict())
+    return model.to(next(hf_model.parameters()).dtype)

@@ -1,0 +1,78 @@
+"""One small training loop (AdamW, gradient clipping, a progress bar) and the loss and accuracy it uses.
+
+Models map ``inputs (B, T)`` to logits ``(B, T, V)`` (``DecoderOnly``, ``EncoderOnly``, ``RecurrentLM``);
+targets ``(B, T)`` mark unscored positions with ``IGNORE_INDEX`` (see ``data.py``).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+from tqdm.auto import trange
+
+from ._checks import check_float, check_int, check_tensor
+from .data import IGNORE_INDEX
+
+
+def lm_loss(logits: Tensor, targets: Tensor) -> Tensor:
+    """Mean cross-entropy over the scored positions: ``(B, T, V), (B, T) -> ()``."""
+    check_tensor("logits", logits, "(B, T, V)")
+    check_tensor("targets", targets, "(B, T)", dtype="int", B=logits.shape[0], T=logits.shape[1])
+    return F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=IGNORE_INDEX)  # (B·T, V) vs (B·T,)
+
+
+def accuracy(logits: Tensor, targets: Tensor) -> float:
+    """Fraction of scored positions where the argmax of ``logits (B, T, V)`` equals ``targets (B, T)``."""
+    check_tensor("logits", logits, "(B, T, V)")
+    check_tensor("targets", targets, "(B, T)", dtype="int", B=logits.shape[0], T=logits.shape[1])
+    scored = targets != IGNORE_INDEX  # (B, T)
+    correct = (logits.argmax(dim=-1) == targets) & scored
+    return correct.sum().item() / max(1, scored.sum().item())
+
+
+def train(
+    model: nn.Module,
+    get_batch: Callable[[], tuple[Tensor, Tensor]],
+    *,
+    steps: int,
+    lr: float = 3e-3,
+    weight_decay: float = 0.0,
+    grad_clip: float | None = 1.0,
+    device: torch.device | str | None = None,
+    progress: bool = True,
+    loss_fn: Callable[[Tensor, Tensor], Tensor] = lm_loss,
+) -> dict[str, list[float]]:
+    """Train ``model`` for ``steps`` AdamW steps on batches ``get_batch() -> (inputs, targets)``.
+
+    ``device`` defaults to where the model is; batches are moved there. The model is left in
+    ``eval()`` mode. Returns ``{"loss": [loss of each step]}``.
+
+    Example:
+        >>> from transformer_course.data import copy_task
+        >>> from transformer_course.rnn import RecurrentLM
+        >>> model = RecurrentLM(10, 16)
+        >>> history = train(model, lambda: copy_task(8, 4, 10, generator=0), steps=3, progress=False)
+        >>> len(history["loss"])
+        3
+    """
+    check_int("steps", steps)
+    check_float("lr", lr, "(0, inf)")
+    device = next(model.parameters()).device if device is None else torch.device(device)
+    model.to(device).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    history: dict[str, list[float]] = {"loss": []}
+    bar = trange(steps, disable=not progress, desc="train")
+    for _ in bar:
+        inputs, targets = (t.to(device) for t in get_batch())
+        loss = loss_fn(model(inputs), targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if grad_clip is not None:
+            nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        optimizer.step()
+        history["loss"].append(loss.item())
+        bar.set_postfix(loss=f"{history['loss'][-1]:.3f}", refresh=False)
+    model.eval()
+    return history

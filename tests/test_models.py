@@ -1,0 +1,110 @@
+"""The three architectures: GPT-2 parity with Hugging Face, causality, bidirectionality, cross-attention."""
+from __future__ import annotations
+
+import pytest
+import torch
+from tiny import B, MAX_LEN, T, VOCAB, tiny_config
+
+from transformer_course.attention import padding_mask
+from transformer_course.kv_cache import KVCache
+from transformer_course.models import DecoderOnly, EncoderDecoder, EncoderOnly, from_hf_gpt2
+
+S = 5  # source length for the encoder-decoder, different from T
+
+
+@pytest.fixture(scope="module")
+def hf_gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(
+        vocab_size=VOCAB, n_positions=MAX_LEN, n_embd=24, n_layer=2, n_head=3, n_inner=40, bos_token_id=0, eos_token_id=0
+    )
+    model = GPT2LMHeadModel(config).eval()
+    with torch.no_grad():  # HF starts biases at 0 and norms at 1: perturb them so that their mapping is tested
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p) if p.dim() == 1 else 0.02 * torch.randn_like(p))
+    return model
+
+
+def _idx(length: int = T) -> torch.Tensor:
+    return torch.randint(0, VOCAB, (B, length), generator=torch.Generator().manual_seed(1))
+
+
+def test_gpt2_weights_give_hugging_face_logits(hf_gpt2):
+    model = from_hf_gpt2(hf_gpt2).eval()
+    assert model.config.activation == "gelu_tanh" and model.config.d_ff == 40
+    idx = _idx(MAX_LEN)
+    with torch.no_grad():
+        expected = hf_gpt2(idx).logits
+        torch.testing.assert_close(model(idx), expected, atol=1e-5, rtol=0)
+
+
+def test_gpt2_weights_give_hugging_face_logits_with_the_cache(hf_gpt2):
+    model = from_hf_gpt2(hf_gpt2).eval()
+    idx = _idx(MAX_LEN)
+    cache = KVCache.from_config(model.config, batch_size=B)
+    with torch.inference_mode():
+        expected = hf_gpt2(idx).logits
+        prefill = model(idx[:, :6], cache=cache)
+        steps = [model(idx[:, t : t + 1], cache=cache) for t in range(6, MAX_LEN)]
+    torch.testing.assert_close(torch.cat([prefill, *steps], dim=1), expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("positional", ["learned", "sinusoidal", "rope", "alibi", "none"])
+def test_decoder_logits_at_t_ignore_tokens_after_t(positional):
+    model = DecoderOnly(tiny_config(positional=positional, norm_position="post", activation="swiglu")).eval()
+    idx = _idx()
+    changed = idx.clone()
+    changed[:, 4:] = (changed[:, 4:] + 1) % VOCAB
+    logits, changed_logits = model(idx), model(changed)
+    assert logits.shape == (B, T, VOCAB)
+    torch.testing.assert_close(logits[:, :4], changed_logits[:, :4])
+    assert not torch.allclose(logits[:, 4:], changed_logits[:, 4:])
+
+
+def test_decoder_refuses_a_sequence_longer_than_learned_positions():
+    model = DecoderOnly(tiny_config(positional="learned"))
+    with pytest.raises(ValueError, match="max_len=16"):
+        model(_idx(MAX_LEN + 1))
+    assert DecoderOnly(tiny_config(positional="alibi"))(_idx(MAX_LEN + 1)).shape == (B, MAX_LEN + 1, VOCAB)
+
+
+def test_encoder_is_bidirectional_and_ignores_padding():
+    model = EncoderOnly(tiny_config(positional="rope", norm="rmsnorm")).eval()
+    idx = _idx()
+    changed = idx.clone()
+    changed[:, 5:] = (changed[:, 5:] + 1) % VOCAB
+    assert not torch.allclose(model(idx)[:, :5], model(changed)[:, :5])  # earlier positions see later ones
+    mask = padding_mask(torch.tensor([5, 5]), T)  # positions 5, 6 are padding
+    torch.testing.assert_close(model(idx, mask=mask)[:, :5], model(changed, mask=mask)[:, :5])
+
+
+def test_encoder_decoder_reads_the_source_through_cross_attention():
+    model = EncoderDecoder(tiny_config(positional="sinusoidal", norm_position="post")).eval()
+    src, tgt = _idx(S), _idx(T)
+    logits = model(src, tgt)
+    assert logits.shape == (B, T, VOCAB)
+    other_src = (src + 1) % VOCAB
+    assert not torch.allclose(logits, model(other_src, tgt))
+    lengths = torch.tensor([S, 3])
+    src_mask = padding_mask(lengths, S)
+    padded = src.clone()
+    padded[1, 3:] = 0  # change only sequence 1's padding
+    torch.testing.assert_close(model(src, tgt, src_mask=src_mask), model(padded, tgt, src_mask=src_mask))
+
+
+def test_encoder_decoder_cached_decoding_equals_full():
+    model = EncoderDecoder(tiny_config(positional="alibi")).eval()
+    src, tgt = _idx(S), _idx(T)
+    cache = KVCache.from_config(model.config, batch_size=B)
+    with torch.inference_mode():
+        memory = model.encode(src)
+        steps = [model.decode(tgt[:, t : t + 1], memory, cache=cache) for t in range(T)]
+        torch.testing.assert_close(torch.cat(steps, dim=1), model(src, tgt), atol=1e-5, rtol=0)
+
+
+def test_tied_embeddings_share_one_matrix():
+    tied, untied = DecoderOnly(tiny_config()), DecoderOnly(tiny_config(tie_embeddings=False))
+    assert tied.lm_head.weight is tied.transformer.tok_emb.weight
+    assert untied.lm_head.weight is not untied.transformer.tok_emb.weight

@@ -1,0 +1,43 @@
+"""LayerNorm and RMSNorm from scratch equal torch's; the statistics they promise."""
+from __future__ import annotations
+
+import pytest
+import torch
+from tiny import B, D_MODEL, T
+
+from transformer_course.norm import LayerNorm, RMSNorm
+
+
+def _randomise(*modules: torch.nn.Module) -> None:
+    """Give each module the same non-trivial gain (and shift), so the comparison covers them."""
+    g = torch.Generator().manual_seed(0)
+    gain, shift = torch.randn(D_MODEL, generator=g), torch.randn(D_MODEL, generator=g)
+    with torch.no_grad():
+        for m in modules:
+            m.weight.copy_(gain)
+            if getattr(m, "bias", None) is not None:
+                m.bias.copy_(shift)
+
+
+@pytest.mark.parametrize(
+    "ours, ref",
+    [
+        (LayerNorm(D_MODEL, eps=1e-5), torch.nn.LayerNorm(D_MODEL, eps=1e-5)),
+        (LayerNorm(D_MODEL, eps=1e-5, bias=False), torch.nn.LayerNorm(D_MODEL, eps=1e-5, bias=False)),
+        (RMSNorm(D_MODEL, eps=1e-6), torch.nn.RMSNorm(D_MODEL, eps=1e-6)),
+    ],
+    ids=["layernorm", "layernorm-no-bias", "rmsnorm"],
+)
+def test_equals_torch(ours, ref):
+    _randomise(ours, ref)
+    x = 3 + 2 * torch.randn(B, T, D_MODEL)
+    torch.testing.assert_close(ours(x), ref(x))
+
+
+def test_each_position_is_normalised_on_its_own():
+    x = 3 + 2 * torch.randn(B, T, D_MODEL)
+    y = LayerNorm(D_MODEL)(x)
+    torch.testing.assert_close(y.mean(-1), torch.zeros(B, T), atol=1e-5, rtol=0)
+    torch.testing.assert_close(y.var(-1, unbiased=False), torch.ones(B, T), atol=1e-3, rtol=0)
+    z = RMSNorm(D_MODEL)(x)
+    torch.testing.assert_close(z.pow(2).mean(-1), torch.ones(B, T), atol=1e-3, rtol=0)
