@@ -4,28 +4,13 @@
 and the exercise-version tests already execute every chapter (see docs/CONTRIBUTING.md).
 """
 import json
-import shutil
-import subprocess
-import sys
-from pathlib import Path
 
-import yaml
-
+import preview
 from conftest import ROOT
 
 
 def test_book_builds_without_warnings(tmp_path):
-    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
-    config["execute"]["execute_notebooks"] = "off"
-    extensions = config["sphinx"]["local_extensions"]  # paths there are relative to the config file
-    config["sphinx"]["local_extensions"] = {name: str(ROOT / path) for name, path in extensions.items()}
-    cfg = tmp_path / "_config.yml"
-    cfg.write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
-    jb = shutil.which("jupyter-book", path=str(Path(sys.executable).parent))
-    result = subprocess.run(
-        [jb, "build", "--all", "-W", "-n", "--keep-going", "--config", str(cfg), "--path-output", str(tmp_path), str(ROOT)],
-        capture_output=True, text=True, timeout=600,
-    )
+    result = preview.build(preview.stored_output_config(tmp_path))
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-4000:]
     html = tmp_path / "_build" / "html"
