@@ -3,13 +3,14 @@
 #   make test        run every test (package, checkers, notebooks, exercise versions, strict Sphinx build)
 #   make exercises   write the exercise versions to exercises/ (never overwrites a notebook you edited)
 #   make execute     re-run chapters and store their outputs (after editing a chapter)
+#   make bench       performance measurements (about 8 minutes) into bench/results.{md,json}
 PYTHON ?= python3
 TORCH  ?= torch==2.13.0
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: book test exercises execute setup-cells clean
+.PHONY: book test exercises execute bench setup-cells clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +33,9 @@ exercises:
 
 execute: $(STAMP)
 	$(BIN)/python tools/execute_notebooks.py
+
+bench: $(STAMP)
+	$(BIN)/python tools/bench.py
 
 setup-cells: $(STAMP)
 	$(BIN)/python tools/notebook_setup.py

@@ -1,0 +1,313 @@
+"""The course's performance measurements: ``make bench`` (about 8 minutes on 2 CPU cores).
+
+    python tools/bench.py                 # everything; writes bench/results.{json,md}
+    python tools/bench.py --quick         # a tiny smoke run (the tests run it), writes to --out
+    python tools/bench.py --only decode   # one section: decode, cache, bandwidth, attention, book
+
+Every figure is the median of interleaved rounds after a warm-up (these machines are noisy: never
+compare single runs). Sections:
+
+1. decode: our ``DecoderOnly`` against ``transformers.GPT2LMHeadModel`` with the same random weights,
+   fp32, batch 1, greedy, with and without the KV cache; both must produce the same tokens.
+2. cache: time of one decode step at growing positions, cached vs uncached, and total time for
+   64 … 512 new tokens on a small model.
+3. bandwidth: the machine's memory bandwidth and the bytes read per decoded token give an upper
+   bound on tokens/s; our cached decode as a fraction of it.
+4. attention: the didactic attention against ``F.scaled_dot_product_attention``: time and peak memory.
+5. book: each chapter's execution time (fresh kernel, 2 threads) and the whole book's.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+import transformer_course as tc
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def median_time(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def interleaved(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
+    """Median seconds of each function over ``rounds`` rounds, run in turn, after one warm-up each."""
+    for fn in fns.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            times[name].append(median_time(fn))
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+# --- 1. decode against transformers --------------------------------------------------------------
+
+def gpt2_pair(config: tc.TransformerConfig, seed: int = 0):
+    """A random ``GPT2LMHeadModel`` of ``config``'s shape and our copy of it, both in eval mode."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    last = config.vocab_size - 1
+    hf = GPT2LMHeadModel(GPT2Config(vocab_size=config.vocab_size, n_positions=config.max_len,
+                                    n_embd=config.d_model, n_layer=config.n_layers, n_head=config.n_heads,
+                                    bos_token_id=last, eos_token_id=last, attn_implementation="sdpa")).eval()
+    return hf, tc.from_hf_gpt2(hf).eval()
+
+
+def bench_decode(config: tc.TransformerConfig, prompt_len: int, new_tokens: int, rounds: int) -> dict:
+    hf, ours = gpt2_pair(config)
+    prompt = torch.randint(0, config.vocab_size, (1, prompt_len), generator=torch.Generator().manual_seed(1))
+    pad = config.vocab_size - 1
+
+    def run_hf(cache: bool) -> torch.Tensor:
+        with torch.inference_mode():
+            return hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new_tokens,
+                               min_new_tokens=new_tokens, do_sample=False, use_cache=cache, pad_token_id=pad)
+
+    def run_ours(cache: bool) -> torch.Tensor:
+        return tc.generate(ours, prompt, new_tokens, use_cache=cache, temperature=0.0)
+
+    same = torch.equal(run_hf(True), run_ours(True)) and torch.equal(run_hf(False), run_ours(False))
+    fns = {"ours cached": lambda: run_ours(True), "transformers cached": lambda: run_hf(True),
+           "ours uncached": lambda: run_ours(False), "transformers uncached": lambda: run_hf(False)}
+    seconds = interleaved(fns, rounds)
+    tokens_per_s = {name: new_tokens / s for name, s in seconds.items()}
+    return {
+        "config": {"n_layers": config.n_layers, "n_heads": config.n_heads, "d_model": config.d_model,
+                   "vocab_size": config.vocab_size},
+        "prompt_len": prompt_len, "new_tokens": new_tokens, "same_tokens": same,
+        "tokens_per_s": tokens_per_s,
+        "ratio_cached": tokens_per_s["ours cached"] / tokens_per_s["transformers cached"],
+        "ratio_uncached": tokens_per_s["ours uncached"] / tokens_per_s["transformers uncached"],
+        "weight_bytes": sum(p.numel() * p.element_size() for p in ours.parameters()),
+    }
+
+
+# --- 2. how the cache pays off with length -------------------------------------------------------
+
+def bench_cache(config: tc.TransformerConfig, lengths: list[int], positions: list[int], rounds: int) -> dict:
+    torch.manual_seed(0)
+    model = tc.DecoderOnly(config).eval()
+    ids = torch.randint(0, config.vocab_size, (1, max(positions) + 1), generator=torch.Generator().manual_seed(2))
+
+    def step_cached(p: int) -> Callable[[], object]:
+        cache = tc.KVCache.from_config(config, batch_size=1, max_len=p + 1)
+        with torch.inference_mode():
+            model.next_token_logits(ids[:, :p], cache=cache)  # prefill p tokens once
+
+        def step() -> None:
+            with torch.inference_mode():
+                model.next_token_logits(ids[:, p : p + 1], cache=cache)
+            cache.pos = p  # rewind: every round measures the same step
+        return step
+
+    def step_uncached(p: int) -> Callable[[], object]:
+        def step() -> None:
+            with torch.inference_mode():
+                model.next_token_logits(ids[:, : p + 1])
+        return step
+
+    per_step = {}
+    for p in positions:
+        t = interleaved({"cached": step_cached(p), "uncached": step_uncached(p)}, rounds)
+        per_step[p] = {k: v * 1e3 for k, v in t.items()}  # ms
+    prompt = ids[:, :32]
+    totals = {}
+    for n in lengths:
+        t = interleaved({"cached": lambda: tc.generate(model, prompt, n, temperature=0.0),
+                         "uncached": lambda: tc.generate(model, prompt, n, use_cache=False, temperature=0.0)},
+                        max(1, rounds // 2))
+        totals[n] = t
+    return {"config": {"n_layers": config.n_layers, "n_heads": config.n_heads, "d_model": config.d_model,
+                       "vocab_size": config.vocab_size},
+            "ms_per_step_at_position": per_step, "total_seconds": totals}
+
+
+# --- 3. the memory-bandwidth bound ---------------------------------------------------------------
+
+def bench_bandwidth(n_bytes: int, rounds: int) -> float:
+    """Bytes per second that ``sum`` reads from a buffer far larger than the caches."""
+    x = torch.ones(n_bytes // 4)
+    seconds = interleaved({"read": lambda: x.sum()}, rounds)["read"]
+    return n_bytes / seconds
+
+
+# --- 4. didactic attention against PyTorch's fused kernel -----------------------------------------
+
+_PEAK = r"""
+import resource, sys, time, torch, transformer_course as tc
+torch.set_num_threads(2)
+kind, T = sys.argv[1], int(sys.argv[2])
+q = k = v = torch.randn(1, 12, T, 64)
+mask = tc.causal_mask(T)
+run = (lambda: tc.scaled_dot_product_attention(q, k, v, mask=mask)) if kind == "didactic" else \
+      (lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # inputs allocated, attention not yet run
+run()
+times = []
+for _ in range(5):
+    s = time.perf_counter(); run(); times.append(time.perf_counter() - s)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+times.sort()
+print(times[2], (peak - before) * 1024)  # ru_maxrss is in KiB on Linux
+"""
+
+
+def bench_attention(lengths: list[int]) -> dict:
+    """Median time (5 runs) and extra peak memory for (1, 12 heads, T, 64), causal, a fresh process each."""
+    results = {}
+    for T in lengths:
+        row = {}
+        for kind in ("didactic", "sdpa"):
+            out = subprocess.run([sys.executable, "-c", _PEAK, kind, str(T)], capture_output=True, text=True,
+                                 check=True).stdout.split()
+            row[kind] = {"ms": float(out[0]) * 1e3, "peak_mib": int(out[1]) / 2**20}
+        results[T] = row
+    return results
+
+
+# --- 5. the book -----------------------------------------------------------------------------------
+
+def bench_book() -> dict:
+    """Each chapter executed in a fresh kernel (2 threads) from a temporary copy; seconds."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import execute_notebooks
+
+    times = {}
+    env_before = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = "2"
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for chapter in sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb")):
+                copy = Path(tmp) / chapter.name
+                copy.write_bytes(chapter.read_bytes())
+                times[chapter.stem] = execute_notebooks.execute(copy)
+    finally:
+        if env_before is None:
+            os.environ.pop("OMP_NUM_THREADS")
+        else:
+            os.environ["OMP_NUM_THREADS"] = env_before
+    return {"chapters": times, "total": sum(times.values())}
+
+
+# --- report ----------------------------------------------------------------------------------------
+
+def machine() -> dict:
+    cpu = "unknown"
+    if Path("/proc/cpuinfo").exists():
+        names = [l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
+                 if l.startswith("model name")]
+        cpu = names[0] if names else cpu
+    return {"cpu": cpu, "cores": os.cpu_count(), "threads": torch.get_num_threads(), "python": platform.python_version(),
+            "torch": torch.__version__, "device": "cpu", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
+def markdown(results: dict) -> str:
+    m = results["machine"]
+    lines = [f"# Benchmark results", "", f"Machine: {m['cpu']}, {m['cores']} cores, {m['threads']} torch threads; "
+             f"Python {m['python']}, torch {m['torch']}; {m['date']}.", ""]
+    if "decode" in results:
+        d = results["decode"]
+        c = d["config"]
+        lines += [f"## Decode: {c['n_layers']} layers, {c['n_heads']} heads, d_model {c['d_model']}, vocabulary "
+                  f"{c['vocab_size']}; fp32, batch 1, greedy, {d['prompt_len']}-token prompt, {d['new_tokens']} new tokens",
+                  "", "| implementation | tokens/s |", "| --- | --- |"]
+        lines += [f"| {name} | {v:.1f} |" for name, v in d["tokens_per_s"].items()]
+        lines += ["", f"ours / transformers: cached {d['ratio_cached']:.2f}×, uncached {d['ratio_uncached']:.2f}×; "
+                  f"identical tokens: {d['same_tokens']}.", ""]
+    if "bandwidth" in results:
+        b = results["bandwidth"]
+        lines += ["## The memory-bandwidth bound", "",
+                  f"Measured read bandwidth {b['bytes_per_s'] / 1e9:.1f} GB/s; a decoded token reads "
+                  f"{b['bytes_per_token'] / 1e6:.0f} MB (weights + average cache), so no fp32 implementation exceeds "
+                  f"{b['bound_tokens_per_s']:.1f} tokens/s here. Our cached decode reaches "
+                  f"{b['fraction_of_bound']:.0%} of it.", ""]
+    if "cache" in results:
+        cc = results["cache"]
+        lines += ["## How the cache pays off with length (small model: "
+                  f"{cc['config']['n_layers']} layers, d_model {cc['config']['d_model']}, vocabulary {cc['config']['vocab_size']})",
+                  "", "| position | ms per step, cached | ms per step, uncached |", "| --- | --- | --- |"]
+        lines += [f"| {p} | {v['cached']:.2f} | {v['uncached']:.2f} |" for p, v in cc["ms_per_step_at_position"].items()]
+        lines += ["", "| new tokens | total s, cached | total s, uncached | speed-up |", "| --- | --- | --- | --- |"]
+        lines += [f"| {n} | {v['cached']:.2f} | {v['uncached']:.2f} | {v['uncached'] / v['cached']:.1f}× |"
+                  for n, v in cc["total_seconds"].items()]
+        lines.append("")
+    if "attention" in results:
+        lines += ["## Attention: didactic vs `F.scaled_dot_product_attention` (1 × 12 heads × T × 64, causal)", "",
+                  "| T | didactic ms | SDPA ms | didactic extra peak MiB | SDPA extra peak MiB |", "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {T} | {r['didactic']['ms']:.2f} | {r['sdpa']['ms']:.2f} | {r['didactic']['peak_mib']:.0f} | "
+                  f"{r['sdpa']['peak_mib']:.0f} |" for T, r in results["attention"].items()]
+        lines += ["", "Peak: growth of the process's peak resident memory while attention runs (a fresh process each).", ""]
+    if "book" in results:
+        bk = results["book"]
+        lines += ["## The book: execution time per chapter (fresh kernel, 2 threads)", "", "| chapter | seconds |",
+                  "| --- | --- |"]
+        lines += [f"| {name} | {s:.1f} |" for name, s in bk["chapters"].items()]
+        lines += [f"| **whole book** | **{bk['total']:.1f}** |", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
+    parser.add_argument("--only", choices=["decode", "cache", "bandwidth", "attention", "book"], action="append")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    sections = set(args.only or ["decode", "cache", "bandwidth", "attention", "book"])
+    if args.quick:
+        sections.discard("book")
+        gpt2 = tc.TransformerConfig(vocab_size=97, d_model=24, n_heads=3, n_layers=2, d_ff=96, max_len=64,
+                                    activation="gelu_tanh")
+        small, prompt, new, rounds = gpt2, 8, 8, 1
+        lengths, positions, attn_lengths, bw_bytes = [8, 16], [8, 16], [32, 64], 2**22
+    else:
+        gpt2 = tc.TransformerConfig.gpt2_small()
+        small = tc.TransformerConfig(vocab_size=256, d_model=256, n_heads=4, n_layers=4, d_ff=1024, max_len=1024)
+        prompt, new, rounds = 32, 128, 5
+        lengths, positions, attn_lengths, bw_bytes = [64, 128, 256, 512], [32, 128, 256, 512], [128, 256, 512, 1024, 2048], 2**30
+    results: dict = {"machine": machine()}
+    if "decode" in sections or "bandwidth" in sections:
+        results["decode"] = bench_decode(gpt2, prompt, new, rounds)
+        print(f"decode: {results['decode']['tokens_per_s']}", flush=True)
+    if "bandwidth" in sections:
+        bw = bench_bandwidth(bw_bytes, rounds)
+        d = results["decode"]
+        cache_bytes = tc.kv_cache_bytes(gpt2, prompt + new // 2)  # the average cache read per token
+        per_token = d["weight_bytes"] + cache_bytes
+        bound = bw / per_token
+        results["bandwidth"] = {"bytes_per_s": bw, "bytes_per_token": per_token, "bound_tokens_per_s": bound,
+                                "fraction_of_bound": d["tokens_per_s"]["ours cached"] / bound}
+        print(f"bandwidth: {bw / 1e9:.1f} GB/s, bound {bound:.1f} tokens/s", flush=True)
+    if "cache" in sections:
+        results["cache"] = bench_cache(small, lengths, positions, rounds)
+        print("cache: done", flush=True)
+    if "attention" in sections:
+        results["attention"] = bench_attention(attn_lengths)
+        print("attention: done", flush=True)
+    if "book" in sections:
+        results["book"] = bench_book()
+        print(f"book: {results['book']['total']:.1f} s", flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n", encoding="utf-8")
+    (args.out / "results.md").write_text(markdown(results) + "\n", encoding="utf-8")
+    print(f"wrote {args.out / 'results.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
