@@ -103,7 +103,7 @@ class TransformerStack(nn.Module):
         x = self.dropout(x)
         rope = None if self.rope is None else self.rope(positions)  # (cos, sin), (T, d_head) each
         bias = None if self.alibi is None else self.alibi(positions, key_positions)  # (H, T, Tk)
-        if self.causal:
+        if self.causal and T > 1:  # one new token may see every position so far: no causal mask needed
             causal = causal_mask(T, start + T, device=idx.device)  # (T, Tk)
             mask = causal if mask is None else mask & causal
         for i, block in enumerate(self.blocks):
