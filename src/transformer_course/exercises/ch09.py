@@ -1,0 +1,162 @@
+"""Checkers for chapter 9 (三种架构，以及为什么 Decoder-only 赢了).
+
+Each exercise lists the typical mistakes it recognises; ``tests/test_exercises.py`` proves that
+every one of them is rejected with its own hint.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from ..attention import scaled_dot_product_attention
+from ._core import Exercise, Mistake
+
+
+def _randn(g: torch.Generator, *shape: int) -> Tensor:
+    return torch.randn(*shape, generator=g)
+
+
+# ---- 练习 1: prefix-LM attention ----------------------------------------------------------
+
+def _prefix_cases() -> list[tuple[Tensor, Tensor, Tensor, int]]:
+    g = torch.Generator().manual_seed(91)
+    # (B, T, d_k, d_v, prefix_len): every dimension differs, 1 < prefix_len < T - 1.
+    dims = [(2, 6, 4, 3, 3), (1, 8, 5, 7, 2), (3, 7, 9, 2, 4)]
+    return [(_randn(g, b, t, dk), _randn(g, b, t, dk), _randn(g, b, t, dv), p) for b, t, dk, dv, p in dims]
+
+
+def _prefix_mask(t: int, prefix_len: int, *, rows: bool = False) -> Tensor:
+    """``(T, T)`` bool: query i may see key j if j <= i, or j is in the prefix (``rows``: i is)."""
+    i = torch.arange(t)[:, None]  # (T, 1) queries
+    j = torch.arange(t)[None, :]  # (1, T) keys
+    return (j <= i) | ((i if rows else j) < prefix_len)
+
+
+def _prefix_reference(q: Tensor, k: Tensor, v: Tensor, prefix_len: int) -> tuple[Tensor, Tensor]:
+    return scaled_dot_product_attention(q, k, v, mask=_prefix_mask(q.shape[-2], prefix_len))
+
+
+def _mask_after_softmax(q: Tensor, k: Tensor, v: Tensor, prefix_len: int) -> tuple[Tensor, Tensor]:
+    w = torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1)  # (B, T, T)
+    w = w * _prefix_mask(q.shape[-2], prefix_len)
+    return w @ v, w
+
+
+PREFIX_LM = Exercise(
+    name="练习 1 prefix_lm_attention",
+    reference=_prefix_reference,
+    make_cases=_prefix_cases,
+    mistakes=(
+        Mistake("这是普通的因果掩码：前缀内部应当双向可见——前缀里的 key（j < prefix_len）对所有 query 都开放。",
+                lambda q, k, v, p: scaled_dot_product_attention(q, k, v, mask=_prefix_mask(q.shape[-2], 0))),
+        Mistake("完全没有遮挡：前缀之后的部分仍然是因果的，位置 i ≥ prefix_len 不能看见它之后的 token。",
+                lambda q, k, v, p: scaled_dot_product_attention(q, k, v)),
+        Mistake("方向反了：应当是「前缀里的 key 谁都能看」（按列 j < prefix_len 放开），"
+                "而不是「前缀里的 query 能看见一切」（按行放开会让前缀偷看到后面的答案）。",
+                lambda q, k, v, p: scaled_dot_product_attention(q, k, v, mask=_prefix_mask(q.shape[-2], p, rows=True))),
+        Mistake("前缀长度差了一：前缀是位置 0 … prefix_len-1，共 prefix_len 个位置（条件是 j < prefix_len）。",
+                lambda q, k, v, p: scaled_dot_product_attention(q, k, v, mask=_prefix_mask(q.shape[-2], p + 1))),
+        Mistake("掩码加在了 softmax 之后：被遮住的权重归零了，但每行之和不再是 1。应在 softmax 之前把分数设为 -inf。",
+                _mask_after_softmax),
+    ),
+)
+check_prefix_lm_attention = PREFIX_LM.check
+
+
+# ---- 练习 2: the masked-language-model loss -------------------------------------------------
+
+def _mlm_cases() -> list[tuple[Tensor, Tensor, Tensor]]:
+    g = torch.Generator().manual_seed(92)
+    cases = []
+    for b, t, v in [(2, 7, 11), (3, 5, 9), (4, 9, 6)]:  # (B, T, V)
+        logits = _randn(g, b, t, v)
+        targets = torch.randint(0, v, (b, t), generator=g)
+        selected = torch.rand(b, t, generator=g) < 0.3
+        selected[:, 1] = True  # at least one scored and one unscored position in every sequence
+        selected[:, 0] = False
+        cases.append((logits, targets, selected))
+    return cases
+
+
+def _token_losses(logits: Tensor, targets: Tensor) -> Tensor:
+    return F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # (B, T)
+
+
+def _mlm_reference(logits: Tensor, targets: Tensor, selected: Tensor) -> Tensor:
+    losses = _token_losses(logits, targets)  # (B, T) cross-entropy at every position
+    sel = selected.float()
+    return (losses * sel).sum(1) / sel.sum(1)  # (B,) mean over the selected positions only
+
+
+def _mean_over(losses: Tensor, weights: Tensor) -> Tensor:
+    return (losses * weights).sum(1) / weights.sum(1)
+
+
+MLM_LOSS = Exercise(
+    name="练习 2 masked_lm_loss",
+    reference=_mlm_reference,
+    make_cases=_mlm_cases,
+    mistakes=(
+        Mistake("你在所有位置上都算了损失（这是 CLM 的做法）：MLM 只在被选中（selected 为 True）的位置上计算交叉熵。",
+                lambda lo, t, s: _token_losses(lo, t).mean(1)),
+        Mistake("分母不对：应除以这条序列被选中的位置数 selected.sum(1)，而不是序列长度 T。",
+                lambda lo, t, s: (_token_losses(lo, t) * s.float()).sum(1) / lo.shape[1]),
+        Mistake("选反了：你平均的是没被选中的位置。MLM 的损失来自被遮住（selected 为 True）的位置。",
+                lambda lo, t, s: _mean_over(_token_losses(lo, t), (~s).float())),
+        Mistake("交叉熵要先做 log_softmax（或直接用 F.cross_entropy）：不能直接取目标 logit 的负值。",
+                lambda lo, t, s: _mean_over(-lo.gather(-1, t[..., None]).squeeze(-1), s.float())),
+    ),
+)
+check_masked_lm_loss = MLM_LOSS.check
+
+
+# ---- 练习 3: sentence embeddings and their cosine similarities --------------------------------
+
+def _similarity_cases() -> list[tuple[Tensor, Tensor]]:
+    g = torch.Generator().manual_seed(93)
+    cases = []
+    for b, t, c in [(3, 5, 4), (4, 7, 6), (5, 6, 8)]:  # (B, T, C)
+        hidden = _randn(g, b, t, c) + 0.5  # an offset, so that padding changes the mean visibly
+        lengths = torch.randint(2, t, (b,), generator=g)  # (B,): every sequence is padded
+        lengths[0] = t  # ... except the first
+        cases.append((hidden, lengths))
+    return cases
+
+
+def _real(hidden: Tensor, lengths: Tensor) -> Tensor:
+    return (torch.arange(hidden.shape[1])[None, :] < lengths[:, None]).float()  # (B, T): 1 = real token
+
+
+def _pooled(hidden: Tensor, weights: Tensor) -> Tensor:
+    return (hidden * weights[..., None]).sum(1) / weights.sum(1, keepdim=True)  # (B, C)
+
+
+def _cosine(e: Tensor) -> Tensor:
+    e = F.normalize(e, dim=-1)  # (B, C), unit length
+    return e @ e.T  # (B, B)
+
+
+def _similarity_reference(hidden: Tensor, lengths: Tensor) -> Tensor:
+    return _cosine(_pooled(hidden, _real(hidden, lengths)))
+
+
+SIMILARITY = Exercise(
+    name="练习 3 similarity",
+    reference=_similarity_reference,
+    make_cases=_similarity_cases,
+    mistakes=(
+        Mistake("平均时把 padding 也算进去了：只对每条序列的前 lengths[b] 个真实位置取平均。",
+                lambda h, n: _cosine(h.mean(1))),
+        Mistake("忘了归一化：余弦相似度要先把每个句向量缩放到单位长度（F.normalize），再做点积。",
+                lambda h, n: (lambda e: e @ e.T)(_pooled(h, _real(h, n)))),
+        Mistake("只用了第一个位置的向量：这里要求对所有真实 token 取平均（mean pooling）。",
+                lambda h, n: _cosine(h[:, 0])),
+        Mistake("归一化放错了地方：先对真实 token 取平均得到句向量，再把句向量归一化；"
+                "只归一化每个 token 而不归一化平均结果，得到的不是余弦。",
+                lambda h, n: (lambda e: e @ e.T)(_pooled(F.normalize(h, dim=-1), _real(h, n)))),
+    ),
+)
+check_similarity = SIMILARITY.check
+
+EXERCISES = (PREFIX_LM, MLM_LOSS, SIMILARITY)
