@@ -1,0 +1,153 @@
+"""Checkers for chapter 2 (从文字到向量：token 与 embedding).
+
+Token ids are LongTensors; every answer is a float tensor. Each exercise lists the typical
+mistakes it recognises; ``tests/test_exercises.py`` proves that every one of them is rejected
+with its own hint.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from ._core import Exercise, Mistake
+
+
+# ---- 练习 1: BPE's pair counts as a matrix -----------------------------------------------------
+
+def _pair_cases() -> list[tuple[Tensor, int]]:
+    g = torch.Generator().manual_seed(21)
+    cases = []
+    for n, vocab_size in [(12, 10), (30, 16), (7, 6)]:
+        # ids below vocab_size / 2, and one pair repeated on purpose: counts of 2 and more occur
+        ids = torch.randint(0, vocab_size // 2, (n,), generator=g)
+        ids[:4] = torch.tensor([1, 2, 1, 2])
+        cases.append((ids, vocab_size))
+    return cases
+
+
+def _pair_counts(ids: Tensor, vocab_size: int, *, step: int = 1, accumulate: bool = True,
+                 transpose: bool = False, wrap: bool = False) -> Tensor:
+    first, second = ids[:-1:step], ids[1::step]
+    if wrap:  # also the pair (last, first), as torch.roll would give
+        first, second = ids, torch.roll(ids, -1)
+    if transpose:
+        first, second = second, first
+    counts = torch.zeros(vocab_size, vocab_size)
+    ones = torch.ones(len(first))
+    return counts.index_put_((first, second), ones, accumulate=accumulate)  # (V, V)
+
+
+def _pair_reference(ids: Tensor, vocab_size: int) -> Tensor:
+    return _pair_counts(ids, vocab_size)
+
+
+PAIR_COUNTS = Exercise(
+    name="练习 1 pair_counts",
+    reference=_pair_reference,
+    make_cases=_pair_cases,
+    mistakes=(
+        Mistake("重复出现的 pair 只记了一次：counts[a, b] += 1 遇到重复下标不会累加。"
+                "用 index_put_(..., accumulate=True)，或老老实实写循环。",
+                lambda ids, v: _pair_counts(ids, v, accumulate=False)),
+        Mistake("行列反了：counts[a, b] 数的是「a 后面紧跟 b」，行是左边的 token，列是右边的 token。",
+                lambda ids, v: _pair_counts(ids, v, transpose=True)),
+        Mistake("相邻的 pair 是重叠的：[a, b, c] 里有 (a, b) 和 (b, c) 两对，你按两个一组切开，漏掉了一半。",
+                lambda ids, v: _pair_counts(ids, v, step=2)),
+        Mistake("多数了一对：最后一个 token 后面没有东西，不能和第一个 token 配对（torch.roll 会绕回开头）。",
+                lambda ids, v: _pair_counts(ids, v, wrap=True)),
+    ),
+)
+check_pair_counts = PAIR_COUNTS.check
+
+
+# ---- 练习 2: an embedding lookup is a one-hot vector times the matrix ---------------------------
+
+def _embed_cases() -> list[tuple[Tensor, Tensor]]:
+    g = torch.Generator().manual_seed(22)
+    dims = [(2, 5, 12, 3), (3, 4, 20, 6), (1, 7, 9, 5)]  # (B, T, V, C)
+    # ids below V / 2, so even the ids + 1 of a typical mistake stay inside the table
+    return [(torch.randint(0, v // 2, (b, t), generator=g), torch.randn(v, c, generator=g))
+            for b, t, v, c in dims]
+
+
+def _embed(ids: Tensor, weight: Tensor, *, shift: int = 0) -> Tensor:
+    one_hot = F.one_hot(ids + shift, num_classes=weight.shape[0]).to(weight.dtype)  # (B, T, V)
+    return one_hot @ weight  # (B, T, C)
+
+
+def _embed_reference(ids: Tensor, weight: Tensor) -> Tensor:
+    return _embed(ids, weight)
+
+
+EMBED = Exercise(
+    name="练习 2 embed_onehot",
+    reference=_embed_reference,
+    make_cases=_embed_cases,
+    mistakes=(
+        Mistake("取的是第 t 个位置的行，而不是 token_id 那一行：embedding 按 token_id 查表，与位置无关"
+                "（位置信息是第 6 章的位置编码另外加上的）。",
+                lambda ids, w: w[: ids.shape[1]].expand(ids.shape[0], -1, -1)),
+        Mistake("查表本身不缩放：one_hot @ weight 就是答案。原始 Transformer 在 embedding 之后乘 √d_model，"
+                "那是模型里另外的一步。",
+                lambda ids, w: _embed(ids, w) * w.shape[1] ** 0.5),
+        Mistake("差了一行：token_id 从 0 开始编号，第 i 个 token 对应 weight 的第 i 行，不要加 1。",
+                lambda ids, w: _embed(ids, w, shift=1)),
+    ),
+)
+check_embed_onehot = EMBED.check
+
+
+# ---- 练习 3: which rows of the embedding get a gradient ----------------------------------------
+
+def _grad_cases() -> list[tuple[Tensor, Tensor, int]]:
+    g = torch.Generator().manual_seed(23)
+    cases = []
+    for b, t, c, vocab_size in [(2, 6, 3, 10), (3, 5, 4, 7), (1, 9, 5, 12)]:
+        ids = torch.randint(0, vocab_size - 2, (b, t), generator=g)  # the last 2 ids never occur
+        ids[0, :2] = 1  # a repeated token: its gradients must add up
+        cases.append((torch.randn(b, t, c, generator=g), ids, vocab_size))
+    return cases
+
+
+def _emb_grad(grad_out: Tensor, ids: Tensor, vocab_size: int, *, how: str = "sum") -> Tensor:
+    flat_ids, flat_grad = ids.reshape(-1), grad_out.reshape(-1, grad_out.shape[-1])  # (B·T,), (B·T, C)
+    grad = torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype)
+    if how == "overwrite":
+        grad[flat_ids] = flat_grad  # a repeated id keeps only one of its gradients
+        return grad
+    grad.index_add_(0, flat_ids, flat_grad)  # (V, C)
+    if how == "mean":
+        counts = torch.bincount(flat_ids, minlength=vocab_size).clamp(min=1)
+        return grad / counts[:, None]
+    return grad
+
+
+def _grad_everywhere(grad_out: Tensor, vocab_size: int) -> Tensor:
+    return grad_out.sum(dim=(0, 1)).expand(vocab_size, -1).clone()  # every row: (V, C)
+
+
+def _grad_reference(grad_out: Tensor, ids: Tensor, vocab_size: int) -> Tensor:
+    return _emb_grad(grad_out, ids, vocab_size)
+
+
+EMBED_GRAD = Exercise(
+    name="练习 3 embedding_grad",
+    reference=_grad_reference,
+    make_cases=_grad_cases,
+    mistakes=(
+        Mistake("同一个 token 出现多次时，它的梯度要 **相加**：grad[ids] = ... 会让后写的覆盖先写的。"
+                "用 index_add_，或循环累加。",
+                lambda go, ids, v: _emb_grad(go, ids, v, how="overwrite")),
+        Mistake("不要取平均：损失对 weight[i] 的梯度是 token i 每次出现处梯度之 **和**。",
+                lambda go, ids, v: _emb_grad(go, ids, v, how="mean")),
+        Mistake("没有出现的 token 梯度应为 0：只有被查到的行参与了计算，你把梯度加到了每一行上。",
+                lambda go, ids, v: _grad_everywhere(go, v)),
+        Mistake("batch 里的每条序列都要算上：你只用了第一条序列。",
+                lambda go, ids, v: _emb_grad(go[:1], ids[:1], v)),
+    ),
+)
+check_embedding_grad = EMBED_GRAD.check
+
+
+EXERCISES = (PAIR_COUNTS, EMBED, EMBED_GRAD)
