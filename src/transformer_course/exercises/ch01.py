@@ -42,7 +42,7 @@ def _rnn_reference(x: Tensor, w_ih: Tensor, w_hh: Tensor, b: Tensor) -> Tensor:
 
 
 RNN_LOOP = Exercise(
-    name="练习 1 rnn_forward",
+    name="rnn_forward",
     reference=_rnn_reference,
     make_cases=_rnn_cases,
     mistakes=(
@@ -82,7 +82,7 @@ def _lstm_reference(x: Tensor, h: Tensor, c: Tensor, w_ih: Tensor, w_hh: Tensor,
 
 
 LSTM_STEP = Exercise(
-    name="练习 2 lstm_step",
+    name="lstm_step",
     reference=_lstm_reference,
     make_cases=_lstm_cases,
     mistakes=(
@@ -125,7 +125,7 @@ def _grad_reference(x: Tensor, w_ih: Tensor, w_hh: Tensor) -> Tensor:
 
 
 GRADIENT = Exercise(
-    name="练习 3 gradient_by_distance",
+    name="gradient_by_distance",
     reference=_grad_reference,
     make_cases=_grad_cases,
     mistakes=(

@@ -43,7 +43,7 @@ def _pair_reference(ids: Tensor, vocab_size: int) -> Tensor:
 
 
 PAIR_COUNTS = Exercise(
-    name="练习 1 pair_counts",
+    name="pair_counts",
     reference=_pair_reference,
     make_cases=_pair_cases,
     mistakes=(
@@ -81,7 +81,7 @@ def _embed_reference(ids: Tensor, weight: Tensor) -> Tensor:
 
 
 EMBED = Exercise(
-    name="练习 2 embed_onehot",
+    name="embed_onehot",
     reference=_embed_reference,
     make_cases=_embed_cases,
     mistakes=(
@@ -132,7 +132,7 @@ def _grad_reference(grad_out: Tensor, ids: Tensor, vocab_size: int) -> Tensor:
 
 
 EMBED_GRAD = Exercise(
-    name="练习 3 embedding_grad",
+    name="embedding_grad",
     reference=_grad_reference,
     make_cases=_grad_cases,
     mistakes=(

@@ -40,7 +40,7 @@ def _weighted(w: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
 
 
 ATTENTION = Exercise(
-    name="练习 1 attention",
+    name="attention",
     reference=_attention_reference,
     make_cases=_attention_cases,
     mistakes=(
@@ -82,7 +82,7 @@ def _tri(q: Tensor, diagonal: int, upper: bool = False) -> Tensor:
 
 
 CAUSAL = Exercise(
-    name="练习 2 causal_attention",
+    name="causal_attention",
     reference=_causal_reference,
     make_cases=_causal_cases,
     mistakes=(
@@ -122,7 +122,7 @@ def _cross_reference(x_dec: Tensor, x_enc: Tensor, w_q: Tensor, w_k: Tensor, w_v
 
 
 CROSS = Exercise(
-    name="练习 3 cross_attention",
+    name="cross_attention",
     reference=_cross_reference,
     make_cases=_cross_cases,
     mistakes=(

@@ -37,7 +37,7 @@ def _ffn_reference(x: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor) ->
 
 
 FFN = Exercise(
-    name="练习 1 ffn",
+    name="ffn",
     reference=_ffn_reference,
     make_cases=_ffn_cases,
     mistakes=(
@@ -72,7 +72,7 @@ def _swiglu_reference(x: Tensor, w_gate: Tensor, w_up: Tensor, w_down: Tensor) -
 
 
 SWIGLU = Exercise(
-    name="练习 2 swiglu",
+    name="swiglu",
     reference=_swiglu_reference,
     make_cases=_swiglu_cases,
     mistakes=(
@@ -140,7 +140,7 @@ def _inverted(x, w1, b1, w2, b2, neurons):
 
 
 SILENCE = Exercise(
-    name="练习 3 silence_neurons",
+    name="silence_neurons",
     reference=_silence_reference,
     make_cases=_silence_cases,
     mistakes=(

@@ -42,7 +42,7 @@ def _layer_norm_reference(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -
 
 
 LAYER_NORM = Exercise(
-    name="练习 1 layer_norm",
+    name="layer_norm",
     reference=_layer_norm_reference,
     make_cases=_layer_norm_cases,
     mistakes=(
@@ -76,7 +76,7 @@ def _rms_norm_reference(x: Tensor, weight: Tensor, eps: float) -> Tensor:
 
 
 RMS_NORM = Exercise(
-    name="练习 2 rms_norm",
+    name="rms_norm",
     reference=_rms_norm_reference,
     make_cases=_rms_norm_cases,
     mistakes=(
@@ -145,7 +145,7 @@ def _normalised_residual(x, attn, ffn, norm1, norm2):
 
 
 PRE_LN_BLOCK = Exercise(
-    name="练习 3 pre_ln_block",
+    name="pre_ln_block",
     reference=_block_reference,
     make_cases=_block_cases,
     mistakes=(

@@ -44,7 +44,7 @@ def _mask_after_softmax(q: Tensor, k: Tensor, v: Tensor, prefix_len: int) -> tup
 
 
 PREFIX_LM = Exercise(
-    name="练习 1 prefix_lm_attention",
+    name="prefix_lm_attention",
     reference=_prefix_reference,
     make_cases=_prefix_cases,
     mistakes=(
@@ -94,7 +94,7 @@ def _mean_over(losses: Tensor, weights: Tensor) -> Tensor:
 
 
 MLM_LOSS = Exercise(
-    name="练习 2 masked_lm_loss",
+    name="masked_lm_loss",
     reference=_mlm_reference,
     make_cases=_mlm_cases,
     mistakes=(
@@ -142,7 +142,7 @@ def _similarity_reference(hidden: Tensor, lengths: Tensor) -> Tensor:
 
 
 SIMILARITY = Exercise(
-    name="练习 3 similarity",
+    name="similarity",
     reference=_similarity_reference,
     make_cases=_similarity_cases,
     mistakes=(
