@@ -1,6 +1,6 @@
 """Screenshots of built pages in headless Chromium, to look at the book the way a reader does.
 
-    python tools/screenshot.py _build/html/book/03_self_attention.html out.png [--height 12000] [--click-solutions]
+    python tools/screenshot.py _build/html/book/03_self_attention.html out.png [--height 12000]
 
 Needs Debian's ``chromium``. Serves ``_build/html`` on localhost so that scripts load as on the web.
 """

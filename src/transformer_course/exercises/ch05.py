@@ -1,0 +1,146 @@
+"""Checkers for chapter 5 (多头注意力).
+
+Each exercise lists the typical mistakes it recognises; ``tests/test_exercises.py`` proves that
+every one of them is rejected with its own hint.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..multihead import merge_heads, split_heads
+from ._core import Exercise, Mistake
+
+
+def _randn(g: torch.Generator, *shape: int) -> Tensor:
+    return torch.randn(*shape, generator=g)
+
+
+# Ways to cut (B, T, C) into heads, each with the merge that undoes it.
+def _split_view(x: Tensor, n_heads: int) -> Tensor:  # heads cut out of the flat memory
+    B, T, C = x.shape
+    return x.reshape(B, n_heads, T, C // n_heads)
+
+
+def _merge_view(x: Tensor) -> Tensor:
+    B, H, T, d = x.shape
+    return x.reshape(B, T, H * d)
+
+
+def _split_interleaved(x: Tensor, n_heads: int) -> Tensor:  # head h gets features h, h+H, ...
+    B, T, C = x.shape
+    return x.reshape(B, T, C // n_heads, n_heads).permute(0, 3, 1, 2)
+
+
+def _merge_interleaved(x: Tensor) -> Tensor:
+    B, H, T, d = x.shape
+    return x.permute(0, 2, 3, 1).reshape(B, T, d * H)
+
+
+def _split_transposed_first(x: Tensor, n_heads: int) -> Tensor:
+    B, T, C = x.shape
+    return x.transpose(1, 2).reshape(B, n_heads, T, C // n_heads)
+
+
+# ---- 练习 1: split into heads ---------------------------------------------------------------
+
+def _split_cases() -> list[tuple[Tensor, int]]:
+    g = torch.Generator().manual_seed(51)
+    dims = [(2, 5, 12, 3), (3, 7, 10, 2), (1, 6, 20, 4)]  # (B, T, C, H): d_head differs from all
+    return [(_randn(g, b, t, c), h) for b, t, c, h in dims]
+
+
+SPLIT = Exercise(
+    name="my_split_heads",
+    reference=split_heads,
+    make_cases=_split_cases,
+    mistakes=(
+        Mistake("直接 view 成 (B, H, T, d_head) 会把不同 token 的特征混进同一个头：先 view 成 (B, T, H, d_head)，再交换 T 和 H 两个轴（transpose(1, 2)）。",
+                _split_view),
+        Mistake("头拿到的特征是交错的（第 h 个头拿了第 h、h+H、h+2H… 个特征）：应 view 成 (B, T, H, d_head)，让每个头拿连续的一段。",
+                _split_interleaved),
+        Mistake("先转置再 reshape 会打乱 token 与特征的对应：应先 view 成 (B, T, H, d_head)，再 transpose(1, 2)。",
+                _split_transposed_first),
+    ),
+)
+check_split_heads = SPLIT.check
+
+
+# ---- 练习 2: the multi-head forward pass ----------------------------------------------------
+
+def _mha_cases() -> list[tuple[Tensor, Tensor, Tensor, int]]:
+    g = torch.Generator().manual_seed(52)
+    dims = [(2, 5, 12, 3), (3, 4, 10, 2), (1, 7, 16, 4)]  # (B, T, C, H)
+    return [(_randn(g, b, t, c), _randn(g, c, 3 * c) / c**0.5, _randn(g, c, c) / c**0.5, h)
+            for b, t, c, h in dims]
+
+
+def _mha(x: Tensor, w_qkv: Tensor, w_o: Tensor, n_heads: int, *, split=split_heads,
+         merge=merge_heads, scale: float | None = None, dim: int = -1,
+         project: bool = True) -> Tensor:
+    C = x.shape[-1]
+    q, k, v = (split(t, n_heads) for t in (x @ w_qkv).split(C, dim=-1))  # (B, H, T, d_head)
+    scale = q.shape[-1] ** -0.5 if scale is None else scale
+    weights = torch.softmax(q @ k.transpose(-2, -1) * scale, dim=dim)   # (B, H, T, T)
+    concat = merge(weights @ v)  # (B, T, C)
+    return concat @ w_o if project else concat
+
+
+def _mha_reference(x: Tensor, w_qkv: Tensor, w_o: Tensor, n_heads: int) -> Tensor:
+    return _mha(x, w_qkv, w_o, n_heads)
+
+
+MHA = Exercise(
+    name="multi_head_attention",
+    reference=_mha_reference,
+    make_cases=_mha_cases,
+    mistakes=(
+        Mistake("拼接之后还要乘 W_O（concat @ w_o）：没有它，头之间永远不交流。",
+                lambda x, w, o, h: _mha(x, w, o, h, project=False)),
+        Mistake("缩放因子要用每个头的维度：除以 √d_head（= √(C/H)），而不是 √C。",
+                lambda x, w, o, h: _mha(x, w, o, h, scale=x.shape[-1] ** -0.5)),
+        Mistake("切分头时不能直接 view 成 (B, H, T, d_head)：先 view 成 (B, T, H, d_head) 再 transpose(1, 2)，拼接时反过来。",
+                lambda x, w, o, h: _mha(x, w, o, h, split=_split_view, merge=_merge_view)),
+        Mistake("每个头应拿连续的 d_head 个特征，你的切分是交错的（view 成 (B, T, d_head, H) 了）。",
+                lambda x, w, o, h: _mha(x, w, o, h, split=_split_interleaved, merge=_merge_interleaved)),
+        Mistake("softmax 的维度不对：每个 query 的权重要在所有 key 上归一化，即 dim=-1。",
+                lambda x, w, o, h: _mha(x, w, o, h, dim=-2)),
+    ),
+)
+check_multi_head_attention = MHA.check
+
+
+# ---- 练习 3: a previous-token detector ------------------------------------------------------
+
+def _prev_cases() -> list[tuple[Tensor]]:
+    g = torch.Generator().manual_seed(53)
+    dims = [(2, 3, 5), (4, 2, 6), (1, 5, 7)]  # (B, H, T)
+    return [(torch.softmax(2.0 * _randn(g, b, h, t, t), dim=-1),) for b, h, t in dims]
+
+
+def _prev_reference(weights: Tensor) -> Tensor:
+    return weights.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, 2))  # (H,)
+
+
+def _diag_mean(weights: Tensor, offset: int) -> Tensor:
+    return weights.diagonal(offset=offset, dim1=-2, dim2=-1).mean(dim=(0, 2))
+
+
+PREVIOUS = Exercise(
+    name="previous_token_score",
+    reference=_prev_reference,
+    make_cases=_prev_cases,
+    mistakes=(
+        Mistake("你量的是「看后一个」：query i 看前一个是 weights[..., i, i-1]，在对角线下方（diagonal(offset=-1)）。",
+                lambda w: _diag_mean(w, 1)),
+        Mistake("你量的是「看自己」（对角线）：前一个位置在对角线下方一格，offset=-1。",
+                lambda w: _diag_mean(w, 0)),
+        Mistake("第 0 个 query 没有前一个位置，不该计入平均：只对 i ≥ 1 的 T−1 个 query 取平均。",
+                lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).sum(dim=(0, 2)) / (w.shape[0] * w.shape[-1])),
+        Mistake("要的是平均比例（0 到 1 之间），不是总和：对批次和 query 取 mean。",
+                lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).sum(dim=(0, 2))),
+    ),
+)
+check_previous_token_score = PREVIOUS.check
+
+EXERCISES = (SPLIT, MHA, PREVIOUS)
