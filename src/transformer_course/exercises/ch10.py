@@ -1,0 +1,134 @@
+"""Checkers for chapter 10 (训练与推理：模型存了什么，怎样逐个生成).
+
+Each exercise lists the typical mistakes it recognises; ``tests/test_exercises.py`` proves that
+every one of them is rejected with its own hint.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..generate import top_k_filter, top_p_filter
+from ._core import Exercise, Mistake
+
+NEG_INF = float("-inf")
+
+
+def _logits(g: torch.Generator, rows: int, vocab: int) -> Tensor:
+    return 2.0 * torch.randn(rows, vocab, generator=g)  # spread out, like a trained model's
+
+
+# ---- 练习 1: top-k ---------------------------------------------------------------------------
+
+def _top_k_cases() -> list[tuple[Tensor, int]]:
+    g = torch.Generator().manual_seed(10)
+    return [(_logits(g, 2, 11), 3), (_logits(g, 4, 23), 5), (_logits(g, 3, 7), 1)]  # (B, V), k
+
+
+def _top_k_reference(logits: Tensor, k: int) -> Tensor:
+    return top_k_filter(logits, k)
+
+
+def _kth_largest(logits: Tensor, k: int) -> Tensor:
+    return logits.topk(k, dim=-1).values[..., -1:]  # (B, 1)
+
+
+TOP_K = Exercise(
+    name="top_k_filter",
+    reference=_top_k_reference,
+    make_cases=_top_k_cases,
+    mistakes=(
+        Mistake("被过滤的 logit 应设为 -inf，而不是 0：e^0 = 1，这些 token 仍然会被抽到。",
+                lambda z, k: z.masked_fill(z < _kth_largest(z, k), 0.0)),
+        Mistake("留下的是最小的 k 个：top-k 要保留 logit 最大的 k 个（topk 默认 largest=True）。",
+                lambda z, k: z.masked_fill(z > z.topk(k, dim=-1, largest=False).values[..., -1:], NEG_INF)),
+        Mistake("少留了一个：第 k 大的 logit 本身也要保留，比较时应去掉「小于」第 k 大的值（<），而不是「小于等于」（<=）。",
+                lambda z, k: z.masked_fill(z <= _kth_largest(z, k), NEG_INF)),
+        Mistake("应返回过滤后的 logits（被去掉的位置是 -inf），而不是 softmax 之后的概率。",
+                lambda z, k: top_k_filter(z, k).softmax(dim=-1)),
+    ),
+)
+check_top_k = TOP_K.check
+
+
+# ---- 练习 2: top-p (nucleus) -----------------------------------------------------------------
+
+def _top_p_cases() -> list[tuple[Tensor, float]]:
+    g = torch.Generator().manual_seed(11)
+    return [(_logits(g, 3, 13), 0.8), (_logits(g, 2, 29), 0.6), (_logits(g, 5, 8), 0.9)]  # (B, V), p
+
+
+def _top_p_reference(logits: Tensor, p: float) -> Tensor:
+    return top_p_filter(logits, p)
+
+
+def _nucleus(logits: Tensor, p: float, *, scores: str = "probs", include_crossing: bool = True,
+             descending: bool = True, unsort: bool = True) -> Tensor:
+    """The nucleus filter with one step done wrong, as named by the keyword arguments."""
+    values = logits.softmax(dim=-1) if scores == "probs" else logits
+    sorted_values, order = values.sort(dim=-1, descending=descending)  # (B, V)
+    cumulative = sorted_values.cumsum(dim=-1)
+    drop = (cumulative - sorted_values >= p) if include_crossing else (cumulative > p)
+    if not unsort:  # forgot to put the tokens back in vocabulary order
+        return logits.sort(dim=-1, descending=True).values.masked_fill(drop, NEG_INF)
+    return logits.masked_fill(drop.scatter(-1, order, drop), NEG_INF)
+
+
+TOP_P = Exercise(
+    name="top_p_filter",
+    reference=_top_p_reference,
+    make_cases=_top_p_cases,
+    mistakes=(
+        Mistake("边界错了：让累计概率「跨过」p 的那个 token 也要保留（否则可能一个都不剩）。"
+                "判断一个 token 去留时，看的是排在它前面的概率之和是否已经 >= p。",
+                lambda z, p: _nucleus(z, p, include_crossing=False)),
+        Mistake("累加的应是 softmax 之后的概率，而不是 logits：只有概率才能和阈值 p 比较。",
+                lambda z, p: _nucleus(z, p, scores="logits")),
+        Mistake("排序方向反了：核采样从最可能的 token 开始累加（descending=True）。",
+                lambda z, p: _nucleus(z, p, descending=False)),
+        Mistake("忘了把结果放回词表顺序：排序后得到的掩码要用 scatter（或按 argsort 的逆）映射回原来的位置。",
+                lambda z, p: _nucleus(z, p, unsort=False)),
+    ),
+)
+check_top_p = TOP_P.check
+
+
+# ---- 练习 3: log-probability of a continuation -----------------------------------------------
+
+def _log_prob_cases() -> list[tuple[Tensor, Tensor]]:
+    g = torch.Generator().manual_seed(12)
+    cases = []
+    for b, t, v in [(2, 5, 9), (3, 8, 6), (1, 4, 13)]:  # (B, T, V)
+        cases.append((_logits(g, b * t, v).view(b, t, v), torch.randint(0, v, (b, t), generator=g)))
+    return cases
+
+
+def _gathered(log_probs: Tensor, tokens: Tensor, shift: int = 1) -> Tensor:
+    """``log_probs[:, t, tokens[:, t + shift]]`` for every usable t: ``(B, T - shift)``."""
+    T = tokens.shape[1]
+    return log_probs[:, : T - shift].gather(-1, tokens[:, shift:, None]).squeeze(-1)
+
+
+def _log_prob_reference(logits: Tensor, tokens: Tensor) -> Tensor:
+    return _gathered(logits.log_softmax(dim=-1), tokens).sum(dim=-1)  # (B,)
+
+
+LOG_PROB = Exercise(
+    name="sequence_log_prob",
+    reference=_log_prob_reference,
+    make_cases=_log_prob_cases,
+    mistakes=(
+        Mistake("错位了：位置 t 的 logits 预测的是下一个 token tokens[:, t+1]，"
+                "所以要用 logits[:, :-1] 去对 tokens[:, 1:]。",
+                lambda z, x: _gathered(z.log_softmax(dim=-1), x, shift=0).sum(dim=-1)),
+        Mistake("直接取了 logits：logits 不是对数概率，要先做 log_softmax（在词表那一维上）。",
+                lambda z, x: _gathered(z, x).sum(dim=-1)),
+        Mistake("log_softmax 的维度不对：要在最后一维（词表 V）上归一化，即 dim=-1。",
+                lambda z, x: _gathered(z.log_softmax(dim=1), x).sum(dim=-1)),
+        Mistake("应把各步的对数概率相加（序列概率是各步概率之积），而不是取平均。",
+                lambda z, x: _gathered(z.log_softmax(dim=-1), x).mean(dim=-1)),
+    ),
+)
+check_sequence_log_prob = LOG_PROB.check
+
+EXERCISES = (TOP_K, TOP_P, LOG_PROB)

@@ -1,0 +1,174 @@
+"""Checkers for chapter 11 (KV Cache).
+
+Each exercise lists the typical mistakes it recognises; ``tests/test_exercises.py`` proves that
+every one of them is rejected with its own hint.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..attention import causal_mask, scaled_dot_product_attention
+from ._core import Exercise, Mistake
+
+
+def _randn(g: torch.Generator, *shape: int) -> Tensor:
+    return torch.randn(*shape, generator=g)
+
+
+# ---- 练习 1: one attention step with a cache ---------------------------------------------------
+
+def _cached_cases() -> list[tuple[Tensor, ...]]:
+    g = torch.Generator().manual_seed(20)
+    cases = []
+    # (B, H, T_past, T_new, d_head, d_v): a decode step (T_new = 1) and two chunks
+    for b, h, tp, tn, d, dv in [(2, 3, 5, 1, 4, 6), (1, 2, 7, 3, 8, 5), (3, 4, 6, 2, 5, 7)]:
+        q, k_new, v_new = _randn(g, b, h, tn, d), _randn(g, b, h, tn, d), _randn(g, b, h, tn, dv)
+        cases.append((q, k_new, v_new, _randn(g, b, h, tp, d), _randn(g, b, h, tp, dv)))
+    return cases
+
+
+def _attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    return scaled_dot_product_attention(q, k, v, mask=mask)[0]
+
+
+def _cached_reference(q: Tensor, k_new: Tensor, v_new: Tensor, k_past: Tensor, v_past: Tensor):
+    k_all = torch.cat([k_past, k_new], dim=2)  # (B, H, T_past + T_new, d_head)
+    v_all = torch.cat([v_past, v_new], dim=2)
+    mask = causal_mask(q.shape[2], k_all.shape[2])  # new token i sees the past and new tokens <= i
+    return _attend(q, k_all, v_all, mask), k_all, v_all
+
+
+def _no_past(q, k_new, v_new, k_past, v_past):
+    _, k_all, v_all = _cached_reference(q, k_new, v_new, k_past, v_past)
+    return _attend(q, k_new, v_new, causal_mask(q.shape[2])), k_all, v_all
+
+
+def _not_stored(q, k_new, v_new, k_past, v_past):
+    out, _, _ = _cached_reference(q, k_new, v_new, k_past, v_past)
+    return out, k_past, v_past
+
+
+def _new_first(q, k_new, v_new, k_past, v_past):
+    k_all, v_all = torch.cat([k_new, k_past], dim=2), torch.cat([v_new, v_past], dim=2)
+    return _attend(q, k_all, v_all, causal_mask(q.shape[2], k_all.shape[2])), k_all, v_all
+
+
+def _no_mask(q, k_new, v_new, k_past, v_past):
+    _, k_all, v_all = _cached_reference(q, k_new, v_new, k_past, v_past)
+    return _attend(q, k_all, v_all, None), k_all, v_all
+
+
+def _mask_without_offset(q, k_new, v_new, k_past, v_past):
+    _, k_all, v_all = _cached_reference(q, k_new, v_new, k_past, v_past)
+    mask = torch.ones(q.shape[2], k_all.shape[2], dtype=torch.bool).tril()  # diagonal 0: wrong
+    return _attend(q, k_all, v_all, mask), k_all, v_all
+
+
+CACHED = Exercise(
+    name="attend_with_cache",
+    reference=_cached_reference,
+    make_cases=_cached_cases,
+    mistakes=(
+        Mistake("只关注了新 token：新的 query 要和缓存里的全部历史 K/V 加上新的 K/V 一起做注意力。", _no_past),
+        Mistake("新的 K/V 没有存进缓存：返回的 k_all、v_all 应是历史与新值沿位置维（dim=2）拼接的结果。", _not_stored),
+        Mistake("拼接顺序反了：历史在前、新 token 在后（torch.cat([k_past, k_new], dim=2)），位置才对得上。",
+                _new_first),
+        Mistake("一次送进多个新 token 时还需要因果掩码：第 i 个新 token 不能看到排在它后面的新 token。", _no_mask),
+        Mistake("掩码少了偏移：新 token 排在历史之后，第 i 个新 token 能看到的是前 T_past + i + 1 个位置，"
+                "即 tril(diagonal=T_past)，而不是左上角的三角。", _mask_without_offset),
+    ),
+)
+check_attend_with_cache = CACHED.check
+
+
+# ---- 练习 2: grouped-query attention ----------------------------------------------------------
+
+def _gqa_cases() -> list[tuple[Tensor, Tensor, Tensor]]:
+    g = torch.Generator().manual_seed(21)
+    cases = []
+    for b, h, h_kv, t, d, dv in [(2, 6, 3, 5, 4, 7), (1, 4, 2, 6, 8, 3), (3, 8, 2, 4, 5, 6)]:
+        cases.append((_randn(g, b, h, t, d), _randn(g, b, h_kv, t, d), _randn(g, b, h_kv, t, dv)))
+    return cases
+
+
+def _gqa(q: Tensor, k: Tensor, v: Tensor, *, expand: str = "interleave", causal: bool = True,
+         scale: float | None = None) -> Tensor:
+    n_rep = q.shape[1] // k.shape[1]
+    if expand == "interleave":  # query head h uses K/V head h // n_rep
+        k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
+    elif expand == "tile":  # query head h uses K/V head h % H_kv (wrong grouping)
+        k, v = k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)
+    else:  # every query head uses K/V head 0
+        k, v = k[:, :1].expand(-1, q.shape[1], -1, -1), v[:, :1].expand(-1, q.shape[1], -1, -1)
+    mask = causal_mask(q.shape[2]) if causal else None
+    return scaled_dot_product_attention(q, k, v, mask=mask, scale=scale)[0]
+
+
+def _gqa_reference(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    return _gqa(q, k, v)
+
+
+GQA = Exercise(
+    name="grouped_query_attention",
+    reference=_gqa_reference,
+    make_cases=_gqa_cases,
+    mistakes=(
+        Mistake("分组方式不对：相邻的 n_rep 个查询头共用一个 K/V 头（头 h 用 K/V 头 h // n_rep），"
+                "应使用 repeat_interleave，而不是 repeat（那样头 h 用的是 h % H_kv）。",
+                lambda q, k, v: _gqa(q, k, v, expand="tile")),
+        Mistake("缺少因果掩码：解码器里位置 i 只能关注 j <= i。",
+                lambda q, k, v: _gqa(q, k, v, causal=False)),
+        Mistake("所有查询头都用了第 0 个 K/V 头：那是多查询注意力（MQA），这里每组查询头有自己的 K/V 头。",
+                lambda q, k, v: _gqa(q, k, v, expand="first")),
+        Mistake("缺少缩放：softmax 之前要把分数除以 √d_head。",
+                lambda q, k, v: _gqa(q, k, v, scale=1.0)),
+    ),
+)
+check_grouped_query_attention = GQA.check
+
+
+# ---- 练习 3: the memory formula -----------------------------------------------------------------
+
+GIB = 2**30
+
+
+def _gib_cases() -> list[tuple]:
+    # (seq_lens, n_layers, n_heads, n_kv_heads, d_head, batch_size, bytes_per_value)
+    return [
+        (torch.tensor([128, 1024, 4096]), 12, 12, 4, 64, 3, 2),
+        (torch.tensor([512, 8192]), 32, 32, 8, 128, 5, 2),
+        (torch.tensor([16, 64, 256, 1024]), 6, 8, 2, 32, 7, 4),
+    ]
+
+
+def _gib(seq_lens: Tensor, n_layers: int, heads: int, d_head: int, batch_size: int,
+         bytes_per_value: int, *, kv: int = 2, unit: float = GIB) -> Tensor:
+    per_position = kv * n_layers * heads * d_head * bytes_per_value
+    return seq_lens.double() * per_position * batch_size / unit  # (N,)
+
+
+def _gib_reference(seq_lens, n_layers, n_heads, n_kv_heads, d_head, batch_size, bytes_per_value):
+    return _gib(seq_lens, n_layers, n_kv_heads, d_head, batch_size, bytes_per_value)
+
+
+GIB_EXERCISE = Exercise(
+    name="kv_cache_gib",
+    reference=_gib_reference,
+    make_cases=_gib_cases,
+    mistakes=(
+        Mistake("少了因子 2：每个位置既要存 K，也要存 V。",
+                lambda s, L, H, Hkv, d, B, nb: _gib(s, L, Hkv, d, B, nb, kv=1)),
+        Mistake("用了查询头数 n_heads：缓存里存的是 K/V 头，分组查询注意力时应乘 n_kv_heads。",
+                lambda s, L, H, Hkv, d, B, nb: _gib(s, L, H, d, B, nb)),
+        Mistake("单位不对：GiB 是 2**30 字节，而不是 10**9 字节（那是 GB）。",
+                lambda s, L, H, Hkv, d, B, nb: _gib(s, L, Hkv, d, B, nb, unit=1e9)),
+        Mistake("少乘了层数：每一层都有自己的 K/V 缓存。",
+                lambda s, L, H, Hkv, d, B, nb: _gib(s, 1, Hkv, d, B, nb)),
+        Mistake("少乘了 batch 大小：batch 里每条序列都有自己的缓存。",
+                lambda s, L, H, Hkv, d, B, nb: _gib(s, L, Hkv, d, 1, nb)),
+    ),
+)
+check_kv_cache_gib = GIB_EXERCISE.check
+
+EXERCISES = (CACHED, GQA, GIB_EXERCISE)
