@@ -95,6 +95,11 @@ class Exercise:
         return problem
 
 
+def randn(g: torch.Generator, *shape: int) -> torch.Tensor:
+    """Seeded standard-normal case data for checkers: ``randn(g, 2, 5, 4)``."""
+    return torch.randn(*shape, generator=g)
+
+
 class _Timeout(Exception):
     pass
 

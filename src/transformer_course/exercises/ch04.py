@@ -8,11 +8,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._core import Exercise, Mistake
+from ._core import Exercise, Mistake, randn as _randn
 
-
-def _randn(g: torch.Generator, *shape: int) -> Tensor:
-    return torch.randn(*shape, generator=g)
 
 
 # ---- 练习 1: the Jacobian of softmax, for a batch ------------------------------------------

@@ -9,11 +9,8 @@ import torch
 from torch import Tensor
 
 from ..multihead import merge_heads, split_heads
-from ._core import Exercise, Mistake
+from ._core import Exercise, Mistake, randn as _randn
 
-
-def _randn(g: torch.Generator, *shape: int) -> Tensor:
-    return torch.randn(*shape, generator=g)
 
 
 # Ways to cut (B, T, C) into heads, each with the merge that undoes it.

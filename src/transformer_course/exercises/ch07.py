@@ -9,11 +9,8 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from ._core import Exercise, Mistake
+from ._core import Exercise, Mistake, randn as _randn
 
-
-def _randn(g: torch.Generator, *shape: int) -> Tensor:
-    return torch.randn(*shape, generator=g)
 
 
 # ---- 练习 1: the position-wise FFN with GELU ------------------------------------------------

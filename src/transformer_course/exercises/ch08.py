@@ -13,11 +13,8 @@ from torch import Tensor, nn
 from ..ffn import FeedForward
 from ..multihead import MultiHeadAttention
 from ..norm import LayerNorm
-from ._core import Exercise, Mistake
+from ._core import Exercise, Mistake, randn as _randn
 
-
-def _randn(g: torch.Generator, *shape: int) -> Tensor:
-    return torch.randn(*shape, generator=g)
 
 
 # ---- 练习 1: LayerNorm by hand --------------------------------------------------------------

@@ -10,11 +10,8 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from ..attention import scaled_dot_product_attention
-from ._core import Exercise, Mistake
+from ._core import Exercise, Mistake, randn as _randn
 
-
-def _randn(g: torch.Generator, *shape: int) -> Tensor:
-    return torch.randn(*shape, generator=g)
 
 
 # ---- 练习 1: prefix-LM attention ----------------------------------------------------------

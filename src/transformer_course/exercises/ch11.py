@@ -9,11 +9,8 @@ import torch
 from torch import Tensor
 
 from ..attention import causal_mask, scaled_dot_product_attention
-from ._core import Exercise, Mistake
+from ._core import Exercise, Mistake, randn as _randn
 
-
-def _randn(g: torch.Generator, *shape: int) -> Tensor:
-    return torch.randn(*shape, generator=g)
 
 
 # ---- 练习 1: one attention step with a cache ---------------------------------------------------
