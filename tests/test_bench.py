@@ -12,6 +12,6 @@ def test_bench_quick_run_writes_results(tmp_path):
     results = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
     assert results["decode"]["same_tokens"] is True  # ours and transformers agree token for token
     assert set(results["decode"]["tokens_per_s"]) == {"ours cached", "transformers cached", "ours uncached",
-                                                      "transformers uncached"}
+                                                      "transformers uncached", "matmul floor"}
     assert results["bandwidth"]["bound_tokens_per_s"] > 0
     assert "| ours cached |" in (tmp_path / "results.md").read_text(encoding="utf-8")

@@ -1,4 +1,4 @@
-"""The course's performance measurements: ``make bench`` (about 8 minutes on 2 CPU cores).
+"""The course's performance measurements: ``make bench`` (9-10 minutes on 2 CPU cores).
 
     python tools/bench.py                 # everything; writes bench/results.{json,md}
     python tools/bench.py --quick         # a tiny smoke run (the tests run it), writes to --out
@@ -37,20 +37,21 @@ import transformer_course as tc
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def median_time(fn: Callable[[], object]) -> float:
+def seconds_of(fn: Callable[[], object]) -> float:
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
 
 
-def interleaved(fns: dict[str, Callable[[], object]], rounds: int) -> dict[str, float]:
-    """Median seconds of each function over ``rounds`` rounds, run in turn, after one warm-up each."""
-    for fn in fns.values():
+def interleaved(fns: dict[str, Callable[[], object]], rounds: int, warm_up: bool = True) -> dict[str, float]:
+    """Median seconds of each function over ``rounds`` rounds, run in turn, after one warm-up each
+    (``warm_up=False`` when the caller has just run each one)."""
+    for fn in fns.values() if warm_up else ():
         fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            times[name].append(median_time(fn))
+            times[name].append(seconds_of(fn))
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
@@ -68,24 +69,52 @@ def gpt2_pair(config: tc.TransformerConfig, seed: int = 0):
     return hf, tc.from_hf_gpt2(hf).eval()
 
 
+def matmul_floor(model: torch.nn.Module) -> Callable[[], None]:
+    """One decode step reduced to its matrix-vector products: every ``Linear`` of ``model`` (the LM head
+    included) applied once to one vector, nothing else. Reading the weights is the whole cost."""
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    inputs = [torch.randn(1, m.in_features) for m in linears]
+
+    def step() -> None:
+        with torch.inference_mode():
+            for m, x in zip(linears, inputs):
+                torch.nn.functional.linear(x, m.weight, m.bias)
+    return step
+
+
 def bench_decode(config: tc.TransformerConfig, prompt_len: int, new_tokens: int, rounds: int) -> dict:
     hf, ours = gpt2_pair(config)
     prompt = torch.randint(0, config.vocab_size, (1, prompt_len), generator=torch.Generator().manual_seed(1))
     pad = config.vocab_size - 1
 
-    def run_hf(cache: bool) -> torch.Tensor:
+    outputs: dict[str, torch.Tensor] = {}  # the latest tokens of each implementation
+
+    def run_hf(cache: bool, n: int = new_tokens) -> None:
         with torch.inference_mode():
-            return hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new_tokens,
-                               min_new_tokens=new_tokens, do_sample=False, use_cache=cache, pad_token_id=pad)
+            outputs[f"transformers {cache}"] = hf.generate(
+                prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n, min_new_tokens=n,
+                do_sample=False, use_cache=cache, pad_token_id=pad)
 
-    def run_ours(cache: bool) -> torch.Tensor:
-        return tc.generate(ours, prompt, new_tokens, use_cache=cache, temperature=0.0)
+    def run_ours(cache: bool, n: int = new_tokens) -> None:
+        outputs[f"ours {cache}"] = tc.generate(ours, prompt, n, use_cache=cache, temperature=0.0)
 
-    same = torch.equal(run_hf(True), run_ours(True)) and torch.equal(run_hf(False), run_ours(False))
+    floor_steps = min(32, new_tokens)  # 32 steps are enough for a per-token time; the section must stay short
+
+    def run_floor() -> None:
+        for _ in range(floor_steps):
+            floor_step()
+
+    floor_step = matmul_floor(ours)
+    run_floor()
+    for cache in (True, False):  # a short warm-up: the weights are touched, the buffers allocated
+        run_hf(cache, n=8)
+        run_ours(cache, n=8)
     fns = {"ours cached": lambda: run_ours(True), "transformers cached": lambda: run_hf(True),
-           "ours uncached": lambda: run_ours(False), "transformers uncached": lambda: run_hf(False)}
-    seconds = interleaved(fns, rounds)
-    tokens_per_s = {name: new_tokens / s for name, s in seconds.items()}
+           "ours uncached": lambda: run_ours(False), "transformers uncached": lambda: run_hf(False),
+           "matmul floor": run_floor}
+    seconds = interleaved(fns, rounds, warm_up=False)
+    same = all(torch.equal(outputs[f"ours {c}"], outputs[f"transformers {c}"]) for c in (True, False))
+    tokens_per_s = {name: (floor_steps if name == "matmul floor" else new_tokens) / s for name, s in seconds.items()}
     return {
         "config": {"n_layers": config.n_layers, "n_heads": config.n_heads, "d_model": config.d_model,
                    "vocab_size": config.vocab_size},
@@ -130,7 +159,7 @@ def bench_cache(config: tc.TransformerConfig, lengths: list[int], positions: lis
     for n in lengths:
         t = interleaved({"cached": lambda: tc.generate(model, prompt, n, temperature=0.0),
                          "uncached": lambda: tc.generate(model, prompt, n, use_cache=False, temperature=0.0)},
-                        max(1, rounds // 2))
+                        rounds, warm_up=False)  # the per-position steps above warmed both paths
         totals[n] = t
     return {"config": {"n_layers": config.n_layers, "n_heads": config.n_heads, "d_model": config.d_model,
                        "vocab_size": config.vocab_size},
@@ -139,44 +168,54 @@ def bench_cache(config: tc.TransformerConfig, lengths: list[int], positions: lis
 
 # --- 3. the memory-bandwidth bound ---------------------------------------------------------------
 
-def bench_bandwidth(n_bytes: int, rounds: int) -> float:
-    """Bytes per second that ``sum`` reads from a buffer far larger than the caches."""
-    x = torch.ones(n_bytes // 4)
-    seconds = interleaved({"read": lambda: x.sum()}, rounds)["read"]
-    return n_bytes / seconds
+def bench_bandwidth(n_bytes: int, rounds: int) -> dict[str, float]:
+    """Bytes per second read from a buffer far larger than the caches, by three reading kernels.
+
+    The rate depends on the access pattern (one stream, two streams, a matrix-vector product), so the
+    bound uses the fastest of them.
+    """
+    buffer = torch.ones(n_bytes // 4)
+    first, second = buffer.chunk(2)  # two halves: two read streams
+    rows, vector = buffer.view(-1, 1024), torch.ones(1024)
+    seconds = interleaved({"sum": lambda: buffer.sum(), "dot of two halves": lambda: torch.dot(first, second),
+                           "matrix-vector": lambda: rows @ vector}, rounds)
+    return {kind: n_bytes / s for kind, s in seconds.items()}
 
 
 # --- 4. didactic attention against PyTorch's fused kernel -----------------------------------------
 
 _PEAK = r"""
-import resource, sys, time, torch, transformer_course as tc
+import sys, time, torch, transformer_course as tc
 torch.set_num_threads(2)
-kind, T = sys.argv[1], int(sys.argv[2])
+T = int(sys.argv[1])
 q = k = v = torch.randn(1, 12, T, 64)
 mask = tc.causal_mask(T)
-run = (lambda: tc.scaled_dot_product_attention(q, k, v, mask=mask)) if kind == "didactic" else \
-      (lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True))
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # inputs allocated, attention not yet run
-run()
-times = []
-for _ in range(5):
-    s = time.perf_counter(); run(); times.append(time.perf_counter() - s)
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-times.sort()
-print(times[2], (peak - before) * 1024)  # ru_maxrss is in KiB on Linux
+kinds = {"sdpa": lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
+         "didactic": lambda: tc.scaled_dot_product_attention(q, k, v, mask=mask)}
+
+def kib(field):  # VmRSS (now) or VmHWM (peak) of this process, from Linux's /proc
+    line = next(l for l in open("/proc/self/status") if l.startswith(field))
+    return int(line.split()[1])
+
+for kind, run in kinds.items():  # the small one first: the didactic one's freed memory cannot hide its peak
+    run()  # warm-up: the libraries' one-time buffers are not attention's
+    open("/proc/self/clear_refs", "w").write("5")  # reset the peak to now
+    before = kib("VmRSS")
+    times = []
+    for _ in range(5):
+        s = time.perf_counter(); run(); times.append(time.perf_counter() - s)
+    print(kind, sorted(times)[2], (kib("VmHWM") - before) * 1024)
 """
 
 
 def bench_attention(lengths: list[int]) -> dict:
-    """Median time (5 runs) and extra peak memory for (1, 12 heads, T, 64), causal, a fresh process each."""
+    """Median time (5 runs) and extra peak memory for (1, 12 heads, T, 64), causal, a fresh process per T
+    (Linux: the peak is read from /proc, which ``ru_maxrss`` would not do: it survives ``exec``)."""
     results = {}
     for T in lengths:
-        row = {}
-        for kind in ("didactic", "sdpa"):
-            out = subprocess.run([sys.executable, "-c", _PEAK, kind, str(T)], capture_output=True, text=True,
-                                 check=True).stdout.split()
-            row[kind] = {"ms": float(out[0]) * 1e3, "peak_mib": int(out[1]) / 2**20}
-        results[T] = row
+        out = subprocess.run([sys.executable, "-c", _PEAK, str(T)], capture_output=True, text=True, check=True).stdout
+        results[T] = {kind: {"ms": float(ms) * 1e3, "peak_mib": int(peak) / 2**20}
+                      for kind, ms, peak in (line.split() for line in out.splitlines())}
     return results
 
 
@@ -227,13 +266,23 @@ def markdown(results: dict) -> str:
                   f"{c['vocab_size']}; fp32, batch 1, greedy, {d['prompt_len']}-token prompt, {d['new_tokens']} new tokens",
                   "", "| implementation | tokens/s |", "| --- | --- |"]
         lines += [f"| {name} | {v:.1f} |" for name, v in d["tokens_per_s"].items()]
+        tps = d["tokens_per_s"]
+        floor = tps["matmul floor"]
         lines += ["", f"ours / transformers: cached {d['ratio_cached']:.2f}×, uncached {d['ratio_uncached']:.2f}×; "
-                  f"identical tokens: {d['same_tokens']}.", ""]
+                  f"identical tokens: {d['same_tokens']}.", "",
+                  f"*matmul floor*: each step reduced to its matrix-vector products (every weight matrix times one "
+                  f"vector, no attention, norms or Python around them): {floor:.1f} tokens/s, {1e3 / floor:.1f} ms "
+                  f"per token. Ours cached reaches {tps['ours cached'] / floor:.0%} of it, transformers "
+                  f"{tps['transformers cached'] / floor:.0%}; 1.3× transformers would be "
+                  f"{1.3 * tps['transformers cached']:.1f} tokens/s.", ""]
     if "bandwidth" in results:
         b = results["bandwidth"]
         lines += ["## The memory-bandwidth bound", "",
-                  f"Measured read bandwidth {b['bytes_per_s'] / 1e9:.1f} GB/s; a decoded token reads "
-                  f"{b['bytes_per_token'] / 1e6:.0f} MB (weights + average cache), so no fp32 implementation exceeds "
+                  "Read bandwidth by kernel: " + ", ".join(f"{kind} {rate / 1e9:.1f} GB/s" for kind, rate in
+                                                           b["bytes_per_s_by_kernel"].items()) + ".",
+                  "",
+                  f"At the fastest, {b['bytes_per_s'] / 1e9:.1f} GB/s, and {b['bytes_per_token'] / 1e6:.0f} MB read "
+                  f"per decoded token (fp32 weights + the average cache), an fp32 decode can reach at most about "
                   f"{b['bound_tokens_per_s']:.1f} tokens/s here. Our cached decode reaches "
                   f"{b['fraction_of_bound']:.0%} of it.", ""]
     if "cache" in results:
@@ -251,7 +300,11 @@ def markdown(results: dict) -> str:
                   "| T | didactic ms | SDPA ms | didactic extra peak MiB | SDPA extra peak MiB |", "| --- | --- | --- | --- | --- |"]
         lines += [f"| {T} | {r['didactic']['ms']:.2f} | {r['sdpa']['ms']:.2f} | {r['didactic']['peak_mib']:.0f} | "
                   f"{r['sdpa']['peak_mib']:.0f} |" for T, r in results["attention"].items()]
-        lines += ["", "Peak: growth of the process's peak resident memory while attention runs (a fresh process each).", ""]
+        lines += ["", "Peak: growth of the process's peak resident memory while attention runs (a fresh process per length, SDPA first).", ""]
+    if results.get("section_seconds"):
+        took = results["section_seconds"]
+        lines += ["Time per section: " + ", ".join(f"{name} {s:.0f} s" for name, s in took.items())
+                  + f"; {sum(took.values()):.0f} s in all.", ""]
     if "book" in results:
         bk = results["book"]
         lines += ["## The book: execution time per chapter (fresh kernel, 2 threads)", "", "| chapter | seconds |",
@@ -280,28 +333,40 @@ def main(argv: list[str] | None = None) -> int:
         small = tc.TransformerConfig(vocab_size=256, d_model=256, n_heads=4, n_layers=4, d_ff=1024, max_len=1024)
         prompt, new, rounds = 32, 128, 5
         lengths, positions, attn_lengths, bw_bytes = [64, 128, 256, 512], [32, 128, 256, 512], [128, 256, 512, 1024, 2048], 2**30
-    results: dict = {"machine": machine()}
+    results: dict = {"machine": machine(), "section_seconds": {}}
+    started = time.perf_counter()
+
+    def done(section: str) -> None:
+        nonlocal started
+        results["section_seconds"][section] = time.perf_counter() - started
+        started = time.perf_counter()
     if "decode" in sections or "bandwidth" in sections:
         results["decode"] = bench_decode(gpt2, prompt, new, rounds)
         print(f"decode: {results['decode']['tokens_per_s']}", flush=True)
+        done("decode")
     if "bandwidth" in sections:
-        bw = bench_bandwidth(bw_bytes, rounds)
+        rates = bench_bandwidth(bw_bytes, rounds)
+        bw = max(rates.values())
         d = results["decode"]
         cache_bytes = tc.kv_cache_bytes(gpt2, prompt + new // 2)  # the average cache read per token
         per_token = d["weight_bytes"] + cache_bytes
         bound = bw / per_token
-        results["bandwidth"] = {"bytes_per_s": bw, "bytes_per_token": per_token, "bound_tokens_per_s": bound,
+        results["bandwidth"] = {"bytes_per_s": bw, "bytes_per_s_by_kernel": rates, "bytes_per_token": per_token, "bound_tokens_per_s": bound,
                                 "fraction_of_bound": d["tokens_per_s"]["ours cached"] / bound}
         print(f"bandwidth: {bw / 1e9:.1f} GB/s, bound {bound:.1f} tokens/s", flush=True)
+        done("bandwidth")
     if "cache" in sections:
         results["cache"] = bench_cache(small, lengths, positions, rounds)
         print("cache: done", flush=True)
+        done("cache")
     if "attention" in sections:
         results["attention"] = bench_attention(attn_lengths)
         print("attention: done", flush=True)
+        done("attention")
     if "book" in sections:
         results["book"] = bench_book()
         print(f"book: {results['book']['total']:.1f} s", flush=True)
+        done("book")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n", encoding="utf-8")
     (args.out / "results.md").write_text(markdown(results) + "\n", encoding="utf-8")

@@ -3,6 +3,7 @@ the argument, what was expected and what was given."""
 from __future__ import annotations
 
 from collections.abc import Collection
+from functools import lru_cache
 from typing import TypeVar
 
 import torch
@@ -16,6 +17,14 @@ _DTYPE_KINDS = {
 }
 
 
+@lru_cache(maxsize=None)
+def _parse_layout(layout: str) -> tuple[bool, tuple[str, ...]]:
+    """``"(B, T, C)"`` -> ``(False, ("B", "T", "C"))``; ``"(..., C)"`` -> ``(True, ("C",))``. Cached: the
+    model checks its inputs on every decoding step, and parsing dominated that cost."""
+    dims = tuple(d.strip() for d in layout.strip("()").split(",") if d.strip())
+    return (True, dims[1:]) if dims[0] == "..." else (False, dims)
+
+
 def check_tensor(name: str, x: object, layout: str, *, dtype: str = "float", **sizes: int) -> Tensor:
     """Raise unless ``x`` is a tensor of ``layout`` (e.g. ``"(B, T, C)"`` or ``"(..., C)"``) and dtype kind.
 
@@ -27,9 +36,7 @@ def check_tensor(name: str, x: object, layout: str, *, dtype: str = "float", **s
     """
     if not isinstance(x, Tensor):
         raise ValueError(f"{name} must be a torch.Tensor of shape {layout}, got {type(x).__name__}")
-    dims = [d.strip() for d in layout.strip("()").split(",") if d.strip()]  # "(B, T, C)" -> ["B", "T", "C"]
-    leading = dims[0] == "..."
-    dims = dims[1:] if leading else dims
+    leading, dims = _parse_layout(layout)  # "(B, T, C)" -> (False, ("B", "T", "C"))
     named = list(zip(dims, x.shape[x.dim() - len(dims) :]))  # (name, size) of the trailing dims
     rank_ok = x.dim() >= len(dims) if leading else x.dim() == len(dims)
     if not rank_ok or any(size != sizes[d] for d, size in named if d in sizes):
