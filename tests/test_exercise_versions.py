@@ -4,10 +4,10 @@ import pytest
 
 import make_exercises
 import notebook_setup
+from conftest import run_all_repeatedly
 from transformer_course.exercises._core import NOT_DONE
 
 nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
 
 
 def _check_outputs(cells) -> list[str]:
@@ -20,13 +20,8 @@ def test_exercise_version_runs_twice_and_reports_not_done(chapter, tmp_path):
     nb = nbformat.from_dict(make_exercises.render(chapter))
     stubs = [c for c in nb.cells if c.cell_type == "code" and make_exercises.STUB in c.source]
     assert len(stubs) >= 3 or chapter.stem.startswith("13_"), "at least three coding exercises"
-    client = nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                                     resources={"metadata": {"path": str(tmp_path)}})
-    with client.setup_kernel():
-        for run in (1, 2):
-            for index, cell in enumerate(nb.cells):
-                client.execute_cell(cell, index)  # raises CellExecutionError on any error
-            checks = _check_outputs(nb.cells)
-            assert checks, "no check cells"
-            for text in checks:
-                assert NOT_DONE in text and text.count("\n") == 1, (run, text)
+    for run in run_all_repeatedly(nb, tmp_path, runs=2):
+        checks = _check_outputs(nb.cells)
+        assert checks, "no check cells"
+        for text in checks:
+            assert NOT_DONE in text and text.count("\n") == 1, (run, text)

@@ -99,6 +99,8 @@ def test_top_k_and_top_p_keep_the_right_tokens():
         assert kept_mass.sum() >= 0.6 and kept_mass[:-1].sum() < 0.6  # the smallest such set
         assert probs[row][~nucleus[row]].max() <= kept_mass.min()  # and it holds the most likely tokens
     assert torch.equal(top_p_filter(logits, 1.0), logits)
+    wide = torch.randn(50257, generator=torch.Generator().manual_seed(0)) * 3  # a GPT-2-sized vocabulary
+    assert top_p_filter(wide, 1.0).isfinite().all()  # float32 rounding of the running sum drops no tail
 
 
 def test_generating_past_learned_positions_raises():

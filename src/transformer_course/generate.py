@@ -35,14 +35,16 @@ def top_k_filter(logits: Tensor, k: int) -> Tensor:
 def top_p_filter(logits: Tensor, p: float) -> Tensor:
     """Nucleus filter: keep the most likely tokens until their probabilities sum to ``p``; ``(..., V)``.
 
-    The most likely token always stays.
+    The most likely token always stays; ``p = 1`` keeps every token (without the shortcut, float32
+    rounding of the running sum reaches 1 early and drops the far tail of a large vocabulary).
 
     Example:
         >>> top_p_filter(torch.tensor([0.5, 0.3, 0.2]).log(), 0.7).exp()  # 0.5 < 0.7, 0.5 + 0.3 >= 0.7
         tensor([0.5000, 0.3000, 0.0000])
     """
     check_tensor("logits", logits, "(..., V)")
-    check_float("p", p, "(0, 1]")
+    if check_float("p", p, "(0, 1]") == 1.0:
+        return logits
     probs, order = logits.softmax(dim=-1).sort(dim=-1, descending=True)  # (..., V) most likely first
     mass_before = probs.cumsum(dim=-1) - probs  # (..., V) probability of the tokens ranked above
     drop_sorted = mass_before >= p  # the nucleus is already complete without this token

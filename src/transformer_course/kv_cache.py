@@ -51,7 +51,6 @@ class KVCache:
         self.k = torch.zeros(shape, dtype=dtype, device=device)  # (L, B, H, max_len, d_head)
         self.v = torch.zeros(shape, dtype=dtype, device=device)  # (L, B, H, max_len, d_head)
         self.pos = 0  # positions 0 .. pos-1 are filled, in every layer
-        self._layers = [LayerKVCache(self, i) for i in range(n_layers)]  # built once, not on every step
 
     @classmethod
     def from_config(
@@ -88,7 +87,7 @@ class KVCache:
         """The view that attention layer ``index`` writes to."""
         if not isinstance(index, int) or not 0 <= index < self.k.shape[0]:
             raise ValueError(f"index must be an int in [0, {self.k.shape[0]}), got {index!r}")
-        return self._layers[index]
+        return LayerKVCache(self, index)
 
     def advance(self, n: int) -> None:
         """Move the position counter past ``n`` new positions (after all layers wrote them)."""

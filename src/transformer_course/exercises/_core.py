@@ -167,8 +167,12 @@ def _compare(got: Any, expected: Any, atol: float) -> str | None:
             if got.dtype != torch.bool:
                 return f"dtype 应为 torch.bool（True = 可以关注），实际是 {got.dtype}。"
             return None if torch.equal(got, expected) else "布尔矩阵中有元素取值不对。"
-        if not got.is_floating_point():
-            return f"dtype 应为浮点类型，实际是 {got.dtype}。"
+        # The kind must match (float32 vs float64 does not matter; float vs integer does).
+        if got.is_floating_point() != expected.is_floating_point() or got.dtype == torch.bool:
+            kind = "浮点类型（如 torch.float32）" if expected.is_floating_point() else "整数类型（如 torch.long）"
+            return f"dtype 应为{kind}，实际是 {got.dtype}。"
+        if not expected.is_floating_point():  # token ids, counts: exactly equal
+            return None if torch.equal(got.long(), expected.long()) else "有元素取值不对（整数结果应与参考答案完全相同）。"
         if torch.isnan(got).any() and not torch.isnan(expected).any():
             return "输出中出现了 NaN——检查是否对整行 -inf 做了 softmax，或除以了 0。"
         if not torch.equal(torch.isnan(got), torch.isnan(expected)):
