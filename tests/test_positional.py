@@ -84,11 +84,11 @@ def test_rope_equals_hugging_face_llama(qk, base):
     config = LlamaConfig(
         hidden_size=D_MODEL, num_attention_heads=N_HEADS, num_key_value_heads=N_HEADS, num_hidden_layers=1,
         intermediate_size=40, vocab_size=50, max_position_embeddings=64,
-        rope_parameters={"rope_type": "default", "rope_theta": base},
+        rope_theta=base, rope_parameters={"rope_type": "default", "rope_theta": base},  # transformers 4.x, 5.x
     )
     q, k = qk
     position_ids = torch.arange(5, 5 + T)[None].expand(B, T)
-    hf_cos, hf_sin = LlamaRotaryEmbedding(config)(q, position_ids)
+    hf_cos, hf_sin = LlamaRotaryEmbedding(config=config)(q, position_ids)
     hf_q, hf_k = apply_rotary_pos_emb(q, k, hf_cos, hf_sin)
 
     cos, sin = RotaryEmbedding(D_HEAD, base=base)(torch.arange(5, 5 + T))
