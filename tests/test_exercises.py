@@ -16,6 +16,10 @@ EXERCISES = [e for module in MODULES for e in module.EXERCISES]
 IDS = [e.name for e in EXERCISES]
 
 
+def test_every_chapter_module_lists_its_exercises():
+    assert MODULES and all(isinstance(e, Exercise) for e in EXERCISES)  # else every test below is vacuous
+
+
 @pytest.mark.parametrize("exercise", EXERCISES, ids=IDS)
 def test_reference_passes(exercise):
     verdict = exercise.evaluate(exercise.reference)
