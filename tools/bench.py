@@ -4,8 +4,8 @@
     python tools/bench.py --quick         # a tiny smoke run (the tests run it), writes to --out
     python tools/bench.py --only decode   # one section: decode, cache, bandwidth, attention, book
 
-Every figure is the median of interleaved rounds after a warm-up (these machines are noisy: never
-compare single runs). Sections:
+Every figure except the book's is the median of interleaved rounds after a warm-up (these machines
+are noisy: never compare single runs). Sections:
 
 1. decode: our ``DecoderOnly`` against ``transformers.GPT2LMHeadModel`` with the same random weights,
    fp32, batch 1, greedy, with and without the KV cache; both must produce the same tokens. Twice: in
@@ -84,7 +84,9 @@ def matmul_floor(model: torch.nn.Module) -> Callable[[], None]:
     return step
 
 
-def bench_decode(config: tc.TransformerConfig, prompt_len: int, new_tokens: int, rounds: int) -> dict:
+def bench_decode(config: tc.TransformerConfig, prompt_len: int, new_tokens: int, rounds: int,
+                 uncached: bool = True) -> dict:
+    """Tokens/s of both implementations and of the matmul floor; ``uncached=False`` skips the slow no-cache runs."""
     hf, ours = gpt2_pair(config)
     prompt = torch.randint(0, config.vocab_size, (1, prompt_len), generator=torch.Generator().manual_seed(1))
     pad = config.vocab_size - 1
@@ -108,22 +110,26 @@ def bench_decode(config: tc.TransformerConfig, prompt_len: int, new_tokens: int,
 
     floor_step = matmul_floor(ours)
     run_floor()
-    for cache in (True, False):  # a short warm-up: the weights are touched, the buffers allocated
+    modes = (True, False) if uncached else (True,)
+    for cache in modes:  # a short warm-up: the weights are touched, the buffers allocated
         run_hf(cache, n=8)
         run_ours(cache, n=8)
-    fns = {"ours cached": lambda: run_ours(True), "transformers cached": lambda: run_hf(True),
-           "ours uncached": lambda: run_ours(False), "transformers uncached": lambda: run_hf(False),
-           "matmul floor": run_floor}
+    fns = {}
+    for cache in modes:
+        label = "cached" if cache else "uncached"
+        fns[f"ours {label}"] = lambda cache=cache: run_ours(cache)
+        fns[f"transformers {label}"] = lambda cache=cache: run_hf(cache)
+    fns["matmul floor"] = run_floor
     seconds = interleaved(fns, rounds, warm_up=False)
-    same = all(torch.equal(outputs[f"ours {c}"], outputs[f"transformers {c}"]) for c in (True, False))
+    same = all(torch.equal(outputs[f"ours {c}"], outputs[f"transformers {c}"]) for c in modes)
     tokens_per_s = {name: (floor_steps if name == "matmul floor" else new_tokens) / s for name, s in seconds.items()}
     return {
         "config": {"n_layers": config.n_layers, "n_heads": config.n_heads, "d_model": config.d_model,
                    "vocab_size": config.vocab_size},
         "prompt_len": prompt_len, "new_tokens": new_tokens, "same_tokens": same,
         "tokens_per_s": tokens_per_s,
-        "ratio_cached": tokens_per_s["ours cached"] / tokens_per_s["transformers cached"],
-        "ratio_uncached": tokens_per_s["ours uncached"] / tokens_per_s["transformers uncached"],
+        "ratios": {label: tokens_per_s[f"ours {label}"] / tokens_per_s[f"transformers {label}"]
+                   for label in ("cached", "uncached") if f"ours {label}" in tokens_per_s},
         "weight_bytes": sum(p.numel() * p.element_size() for p in ours.parameters()),
     }
 
@@ -199,19 +205,24 @@ def kib(field):  # VmRSS (now) or VmHWM (peak) of this process, from Linux's /pr
     line = next(l for l in open("/proc/self/status") if l.startswith(field))
     return int(line.split()[1])
 
+peak = {}
 for kind, run in kinds.items():  # the small one first: the didactic one's freed memory cannot hide its peak
     run()  # warm-up: the libraries' one-time buffers are not attention's
     open("/proc/self/clear_refs", "w").write("5")  # reset the peak to now
     before = kib("VmRSS")
-    times = []
-    for _ in range(5):
-        s = time.perf_counter(); run(); times.append(time.perf_counter() - s)
-    print(kind, sorted(times)[2], (kib("VmHWM") - before) * 1024)
+    run()
+    peak[kind] = (kib("VmHWM") - before) * 1024
+times = {kind: [] for kind in kinds}
+for _ in range(5):  # interleaved rounds
+    for kind, run in kinds.items():
+        s = time.perf_counter(); run(); times[kind].append(time.perf_counter() - s)
+for kind in kinds:
+    print(kind, sorted(times[kind])[2], peak[kind])
 """
 
 
 def bench_attention(lengths: list[int]) -> dict:
-    """Median time (5 runs) and extra peak memory for (1, 12 heads, T, 64), causal, a fresh process per T
+    """Median time (5 interleaved rounds) and extra peak memory for (1, 12 heads, T, 64), causal, a fresh process per T
     (Linux: the peak is read from /proc, which ``ru_maxrss`` would not do: it survives ``exec``)."""
     results = {}
     for T in lengths:
@@ -267,8 +278,8 @@ def decode_lines(d: dict) -> list[str]:
     ms = {name: 1e3 / v for name, v in tps.items()}  # ms per token
     floor, ours, theirs = ms["matmul floor"], ms["ours cached"], ms["transformers cached"]
     target = theirs / 1.3
-    lines += ["", f"ours / transformers: cached {d['ratio_cached']:.2f}×, uncached {d['ratio_uncached']:.2f}×; "
-              f"identical tokens: {d['same_tokens']}.", "",
+    ratios = ", ".join(f"{label} {r:.2f}×" for label, r in d["ratios"].items())
+    lines += ["", f"ours / transformers: {ratios}; identical tokens: {d['same_tokens']}.", "",
               f"*matmul floor*: each step reduced to its matrix-vector products (every weight matrix times one "
               f"vector, no attention, norms or Python around them): {floor:.2f} ms per token. Per cached token, "
               f"ours spends {ours:.2f} ms, {ours - floor:.2f} ms of it beyond the floor; transformers spends "
@@ -317,7 +328,9 @@ def markdown(results: dict) -> str:
                   + f"; {sum(took.values()):.0f} s in all.", ""]
     if "book" in results:
         bk = results["book"]
-        lines += ["## The book: execution time per chapter (fresh kernel, 2 threads)", "", "| chapter | seconds |",
+        lines += ["## The book: execution time per chapter (fresh kernel, 2 threads)", "",
+                  "One run of each chapter, not a median: five runs of the book would not fit in ten minutes.", "",
+                  "| chapter | seconds |",
                   "| --- | --- |"]
         lines += [f"| {name} | {s:.1f} |" for name, s in bk["chapters"].items()]
         lines += [f"| **whole book** | **{bk['total']:.1f}** |", ""]
@@ -356,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         results["decode"] = bench_decode(gpt2, prompt, new, rounds)
         print(f"decode: {results['decode']['tokens_per_s']}", flush=True)
         if "decode" in sections:
-            results["decode_narrow"] = bench_decode(narrow, prompt, new, rounds)
+            results["decode_narrow"] = bench_decode(narrow, prompt, new, rounds, uncached=False)  # the regime, briefly
             print(f"decode, narrow: {results['decode_narrow']['tokens_per_s']}", flush=True)
         done("decode")
     if "bandwidth" in sections:
