@@ -23,8 +23,9 @@ class LayerNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         check_tensor("x", x, "(..., C)", C=self.d_model)
-        var, mean = torch.var_mean(x, dim=-1, keepdim=True, unbiased=False)  # (..., 1) each; biased, as in the paper
-        x_hat = (x - mean) * torch.rsqrt(var + self.eps)  # (..., C) zero mean, unit variance; rsqrt = 1/sqrt
+        centred = x - x.mean(dim=-1, keepdim=True)  # (..., C) zero mean
+        var = centred.pow(2).mean(dim=-1, keepdim=True)  # (..., 1) biased (divide by C), as in the paper
+        x_hat = centred * torch.rsqrt(var + self.eps)  # (..., C) unit variance; rsqrt = 1/sqrt
         return x_hat * self.weight if self.bias is None else x_hat * self.weight + self.bias
 
 
