@@ -14,7 +14,7 @@ from ._checks import check_choice, check_int, check_tensor
 
 ACTIVATIONS = {
     "relu": nn.ReLU,
-    "gelu": nn.GELU,  # exact, with erf (BERT)
+    "gelu": nn.GELU,  # exact, with erf (the GELU paper; Hugging Face BERT)
     "gelu_tanh": partial(nn.GELU, approximate="tanh"),  # the tanh approximation (GPT-2)
 }
 

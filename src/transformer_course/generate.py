@@ -61,7 +61,8 @@ def greedy(logits: Tensor) -> Tensor:
 def sample(logits: Tensor, *, generator: torch.Generator | None = None) -> Tensor:
     """Draw one token per row from ``softmax(logits)``: ``(B, V) -> (B,)``; pass a seeded ``generator``.
 
-    The draw happens on the generator's device, so a CPU generator gives the same tokens on any device.
+    The draw happens on the generator's device, so a CPU generator gives the same random draws on any
+    device: the same tokens wherever the devices compute the same probabilities.
     """
     check_tensor("logits", logits, "(B, V)")
     probs = logits.softmax(dim=-1)  # (B, V)

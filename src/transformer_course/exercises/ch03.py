@@ -83,7 +83,8 @@ CAUSAL = Exercise(
     reference=_causal_reference,
     make_cases=_causal_cases,
     mistakes=(
-        Mistake("掩码加在了 softmax 之后：未来位置归零了，但每行权重之和不再是 1。应在 softmax 之前把未来位置的分数设为 -inf。",
+        Mistake("掩码加在了 softmax 之后：未来位置的权重虽被乘成 0，但 softmax 的分母里仍有未来位置的分数，输出会随未来的 token 变化"
+                "（因果性被破坏），每行权重之和也不再是 1。应在 softmax 之前把未来位置的分数设为 -inf。",
                 lambda q, k, v: _weighted(torch.softmax(_scores(q, k, q.shape[-1] ** -0.5), -1) * _tri(q, 0), v)),
         Mistake("被遮住的分数应设为 -inf，而不是 0：e^0 = 1，未来位置仍然分到了权重。",
                 lambda q, k, v: _weighted(torch.softmax(_masked_scores(q, k, _tri(q, 0), 0.0), -1), v)),

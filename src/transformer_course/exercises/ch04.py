@@ -78,7 +78,15 @@ check_softmax_backward = BACKWARD.check
 def _saturation_cases() -> list[tuple[Tensor]]:
     g = torch.Generator().manual_seed(43)
     dims = [(2, 3, 5), (1, 4, 6), (3, 2, 8)]  # (B, Tq, Tk)
-    return [(3.0 * _randn(g, b, tq, tk),) for b, tq, tk in dims]
+    cases = [(3.0 * _randn(g, b, tq, tk),) for b, tq, tk in dims]
+    # Huge scores, as without scaling at a large d_k: some p underflow to exactly 0 (in 7 of the
+    # 10 rows), so p * p.log() gives 0 * (-inf) = NaN there, while log_softmax stays finite.
+    return cases + [(35.0 * _randn(g, 2, 5, 16),)]
+
+
+def _naive_entropy(scores: Tensor) -> tuple[Tensor, Tensor]:
+    p = torch.softmax(scores, dim=-1)
+    return _stats(p, p.log())  # log(0) = -inf, and 0 * (-inf) = NaN
 
 
 def _stats(p: Tensor, log_p: Tensor) -> tuple[Tensor, Tensor]:
@@ -99,6 +107,10 @@ SATURATION = Exercise(
     reference=_saturation_reference,
     make_cases=_saturation_cases,
     mistakes=(
+        Mistake("分数很大时（如不缩放、d_k 很大），softmax 会把一些 p 下溢成 0，p.log() 得 −inf，"
+                "0·(−inf) = NaN，熵就成了 NaN。用 torch.log_softmax(scores, dim=-1) 求 log p"
+                "（它在那里是有限的大负数），或按 0·log 0 = 0 处理这些项。",
+                _naive_entropy),
         Mistake("softmax 的维度不对：每个 query 的权重要在所有 key 上归一化，即 dim=-1。",
                 _over_queries),
         Mistake("熵要用自然对数（单位 nat，与 log 16 ≈ 2.77 对照），你用的似乎是 log2（单位 bit）。",

@@ -134,24 +134,42 @@ def _cosine(e: Tensor) -> Tensor:
     return e @ e.T  # (B, B)
 
 
-def _similarity_reference(hidden: Tensor, lengths: Tensor) -> Tensor:
-    return _cosine(_pooled(hidden, _real(hidden, lengths)))
+def _with_cosine(pooled: Tensor) -> tuple[Tensor, Tensor]:
+    return pooled, _cosine(pooled)  # what the exercise returns: (pooled (B, C), sims (B, B))
 
 
+def _masked_sum(hidden: Tensor, lengths: Tensor) -> Tensor:
+    return (hidden * _real(hidden, lengths)[..., None]).sum(1)  # (B, C): real tokens only, not averaged
+
+
+def _similarity_reference(hidden: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+    return _with_cosine(_pooled(hidden, _real(hidden, lengths)))
+
+
+# The cosine matrix alone cannot tell a wrong denominator of the mean: a cosine ignores the length of
+# each sentence vector. That is why the exercise returns the pooled vectors as well.
 SIMILARITY = Exercise(
     name="similarity",
     reference=_similarity_reference,
     make_cases=_similarity_cases,
     mistakes=(
         Mistake("平均时把 padding 也算进去了：只对每条序列的前 lengths[b] 个真实位置取平均。",
-                lambda h, n: _cosine(h.mean(1))),
+                lambda h, n: _with_cosine(h.mean(1))),
+        Mistake("分母不对：padding 已经去掉了，但平均时要除以这条序列真实 token 的个数 lengths[b]，而不是序列长度 T。"
+                "（余弦相似度不在乎句向量的长度，所以 sims 看不出这个错，pooled 却只有正确值的 lengths[b] / T。）",
+                lambda h, n: _with_cosine(_masked_sum(h, n) / h.shape[1])),
+        Mistake("只求了和，没有取平均：真实 token 的和还要除以它们的个数 lengths[b]。"
+                "（余弦相似度不在乎句向量的长度，所以 sims 看不出这个错，pooled 却不对。）",
+                lambda h, n: _with_cosine(_masked_sum(h, n))),
+        Mistake("pooled 应是归一化之前的平均向量：单位长度的向量只用来计算余弦相似度，不要把它当作 pooled 返回。",
+                lambda h, n: (lambda p: (F.normalize(p, dim=-1), _cosine(p)))(_pooled(h, _real(h, n)))),
         Mistake("忘了归一化：余弦相似度要先把每个句向量缩放到单位长度（F.normalize），再做点积。",
-                lambda h, n: (lambda e: e @ e.T)(_pooled(h, _real(h, n)))),
+                lambda h, n: (lambda p: (p, p @ p.T))(_pooled(h, _real(h, n)))),
         Mistake("只用了第一个位置的向量：这里要求对所有真实 token 取平均（mean pooling）。",
-                lambda h, n: _cosine(h[:, 0])),
+                lambda h, n: _with_cosine(h[:, 0])),
         Mistake("归一化放错了地方：先对真实 token 取平均得到句向量，再把句向量归一化；"
                 "只归一化每个 token 而不归一化平均结果，得到的不是余弦。",
-                lambda h, n: (lambda e: e @ e.T)(_pooled(F.normalize(h, dim=-1), _real(h, n)))),
+                lambda h, n: (lambda p: (p, p @ p.T))(_pooled(F.normalize(h, dim=-1), _real(h, n)))),
     ),
 )
 check_similarity = SIMILARITY.check

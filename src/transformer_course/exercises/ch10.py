@@ -55,7 +55,11 @@ check_top_k = TOP_K.check
 
 def _top_p_cases() -> list[tuple[Tensor, float]]:
     g = torch.Generator().manual_seed(11)
-    return [(_logits(g, 3, 13), 0.8), (_logits(g, 2, 29), 0.6), (_logits(g, 5, 8), 0.9)]  # (B, V), p
+    # The last case puts the mass before the third likeliest token exactly at p (exact in float32):
+    # the nucleus is complete without it, which tells ">= p" from "> p".
+    exact = torch.tensor([[0.125, 0.0625, 0.5, 0.0625, 0.25]]).log()  # (1, 5)
+    return [(_logits(g, 3, 13), 0.8), (_logits(g, 2, 29), 0.6), (_logits(g, 5, 8), 0.9),
+            (exact, 0.75)]  # (B, V), p
 
 
 def _top_p_reference(logits: Tensor, p: float) -> Tensor:
@@ -63,12 +67,16 @@ def _top_p_reference(logits: Tensor, p: float) -> Tensor:
 
 
 def _nucleus(logits: Tensor, p: float, *, scores: str = "probs", include_crossing: bool = True,
-             descending: bool = True, unsort: bool = True) -> Tensor:
+             strict: bool = False, descending: bool = True, unsort: bool = True) -> Tensor:
     """The nucleus filter with one step done wrong, as named by the keyword arguments."""
     values = logits.softmax(dim=-1) if scores == "probs" else logits
     sorted_values, order = values.sort(dim=-1, descending=descending)  # (B, V)
     cumulative = sorted_values.cumsum(dim=-1)
-    drop = (cumulative - sorted_values >= p) if include_crossing else (cumulative > p)
+    mass_before = cumulative - sorted_values  # the probability ranked above each token
+    if not include_crossing:
+        drop = cumulative > p
+    else:
+        drop = mass_before > p if strict else mass_before >= p
     if not unsort:  # forgot to put the tokens back in vocabulary order
         return logits.sort(dim=-1, descending=True).values.masked_fill(drop, NEG_INF)
     return logits.masked_fill(drop.scatter(-1, order, drop), NEG_INF)
@@ -82,6 +90,9 @@ TOP_P = Exercise(
         Mistake("边界错了：让累计概率「跨过」p 的那个 token 也要保留（否则可能一个都不剩）。"
                 "判断一个 token 去留时，看的是排在它前面的概率之和是否已经 >= p。",
                 lambda z, p: _nucleus(z, p, include_crossing=False)),
+        Mistake("边界多留了一个：排在前面的概率之和恰好等于 p 时，核已经凑够了，这个 token 不该再留。"
+                "判断条件是「前面的概率之和 >= p 就去掉」，而不是「> p」。",
+                lambda z, p: _nucleus(z, p, strict=True)),
         Mistake("累加的应是 softmax 之后的概率，而不是 logits：只有概率才能和阈值 p 比较。",
                 lambda z, p: _nucleus(z, p, scores="logits")),
         Mistake("排序方向反了：核采样从最可能的 token 开始累加（descending=True）。",

@@ -14,44 +14,50 @@ from ._core import Exercise, Mistake
 _F64 = torch.float64  # byte and token counts: exact integers far beyond 2**24
 
 
-# ---- 练习 1: KV cache size against the context length ---------------------------------------
+# ---- 练习 1: one layer's attention scores against the whole KV cache --------------------------
 
-def _kv_cases() -> list[tuple]:
-    # (lengths, n_layers, n_heads, n_kv_heads, d_head, batch_size, bytes_per_value): the factors
-    # 2, n_layers, batch_size, bytes_per_value and n_heads / n_kv_heads all differ within a case,
-    # so that every forgotten factor gives a different answer.
+def _scores_cases() -> list[tuple]:
+    # (lengths, n_layers, n_heads, n_kv_heads, d_head). The first case has every factor different
+    # (2, n_layers, n_heads, n_heads / n_kv_heads) and a length where the two are exactly equal (24);
+    # then GPT-2 small (multi-head) and a 7B-like model with grouped-query attention.
     return [
-        (torch.tensor([128.0, 1024.0, 4096.0], dtype=_F64), 12, 12, 4, 64, 3, 4),
-        (torch.tensor([16.0, 100.0, 2048.0, 8192.0], dtype=_F64), 5, 8, 8, 16, 7, 8),
-        (torch.tensor([1.0, 64.0, 512.0, 32768.0, 131072.0], dtype=_F64), 32, 32, 8, 128, 3, 4),
+        (torch.tensor([16.0, 24.0, 100.0, 1000.0], dtype=_F64), 3, 4, 2, 8),
+        (torch.tensor([64.0, 1024.0, 8192.0], dtype=_F64), 12, 12, 12, 64),
+        (torch.tensor([512.0, 2048.0, 4096.0, 32768.0, 131072.0], dtype=_F64), 32, 32, 8, 128),
     ]
 
 
-def _kv_bytes(lengths: Tensor, n_layers: int, n_heads: int, n_kv_heads: int, d_head: int,
-              batch_size: int, bytes_per_value: int) -> Tensor:
-    return 2 * n_layers * n_kv_heads * d_head * batch_size * bytes_per_value * lengths  # (N,)
+def _scores_ratio(lengths: Tensor, n_layers: int, n_heads: int, n_kv_heads: int, d_head: int, *,
+                  kv: int = 2, score_heads: int | None = None, per_query: Tensor | None = None) -> Tensor:
+    """Values in one layer's score matrix / values in the whole KV cache (same dtype, same batch)."""
+    heads = n_heads if score_heads is None else score_heads
+    scores = heads * lengths * (lengths if per_query is None else per_query)  # H x N x (keys per query)
+    cache = kv * n_layers * n_kv_heads * d_head * lengths  # K and V of every layer and position
+    return scores / cache  # (N,)
 
 
-KV_CACHE = Exercise(
-    name="kv_cache_size",
-    reference=_kv_bytes,
-    make_cases=_kv_cases,
+SCORES = Exercise(
+    name="scores_vs_cache",
+    reference=_scores_ratio,
+    make_cases=_scores_cases,
     mistakes=(
-        Mistake("少了因子 2：KV cache 同时存 K 和 V 两份张量。",
-                lambda n, L, h, kv, d, b, by: _kv_bytes(n, L, h, kv, d, b, by) / 2),
-        Mistake("漏了层数：每一层注意力都有自己的 K/V 缓存，要乘 n_layers。",
-                lambda n, L, h, kv, d, b, by: _kv_bytes(n, L, h, kv, d, b, by) / L),
-        Mistake("漏了 batch：同时生成的每条序列各有一份缓存，要乘 batch_size。",
-                lambda n, L, h, kv, d, b, by: _kv_bytes(n, L, h, kv, d, b, by) / b),
-        Mistake("漏了每个数的字节数 bytes_per_value（fp32 为 4，fp16/bf16 为 2）：结果要以字节计。",
-                lambda n, L, h, kv, d, b, by: _kv_bytes(n, L, h, kv, d, b, by) / by),
-        Mistake("用了查询头数 n_heads：分组查询注意力（GQA）里只有 n_kv_heads 组 K/V 需要缓存。",
-                lambda n, L, h, kv, d, b, by: _kv_bytes(n, L, h, h, d, b, by)),
-        Mistake("长度用成了平方：KV cache 每个位置存一份 K/V，随长度线性增长；随 N² 增长的是注意力分数矩阵。",
-                lambda n, L, h, kv, d, b, by: _kv_bytes(n, L, h, kv, d, b, by) * n),
+        Mistake("缓存少了因子 2：KV cache 每个位置既存 K，也存 V。",
+                lambda n, L, h, kv, d: _scores_ratio(n, L, h, kv, d, kv=1)),
+        Mistake("缓存用了查询头数 n_heads：分组查询注意力（GQA）里只缓存 n_kv_heads 组 K/V；"
+                "分数矩阵才是每个查询头一张。",
+                lambda n, L, h, kv, d: _scores_ratio(n, L, h, h, d)),
+        Mistake("缓存只算了一层：要比较的是一层的分数矩阵和全部 n_layers 层的 KV cache。",
+                lambda n, L, h, kv, d: _scores_ratio(n, 1, h, kv, d)),
+        Mistake("分数矩阵漏了头数：每个查询头各有一张 N×N 的分数矩阵，一层共 n_heads 张。",
+                lambda n, L, h, kv, d: _scores_ratio(n, L, h, kv, d, score_heads=1)),
+        Mistake("分数矩阵的大小不对：每个头是 N×N（每个 query 对每个 key 一个分数），随 N² 增长；"
+                "N×d_head 是 Q 或 K 的大小。",
+                lambda n, L, h, kv, d: _scores_ratio(n, L, h, kv, d, per_query=torch.full_like(n, d))),
+        Mistake("只数了因果掩码下的一半分数：可读实现存下的是完整的 N×N 矩阵，被遮住的位置也占着内存（分数里是 -inf，权重里是 0）。",
+                lambda n, L, h, kv, d: _scores_ratio(n, L, h, kv, d, per_query=(n + 1) / 2)),
     ),
 )
-check_kv_cache_size = KV_CACHE.check
+check_scores_vs_cache = SCORES.check
 
 
 # ---- 练习 2: the usable context window = min of three limits --------------------------------
@@ -148,4 +154,4 @@ LOSS = Exercise(
 )
 check_loss_by_position = LOSS.check
 
-EXERCISES = (KV_CACHE, WINDOW, LOSS)
+EXERCISES = (SCORES, WINDOW, LOSS)
