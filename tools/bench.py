@@ -13,8 +13,8 @@ are noisy: never compare single runs). Sections:
    per-token work around the matrix products does.
 2. cache: time of one decode step at growing positions, cached vs uncached, and total time for
    64 … 512 new tokens on a small model.
-3. bandwidth: the machine's memory bandwidth and the bytes read per decoded token give an upper
-   bound on tokens/s; our cached decode as a fraction of it.
+3. bandwidth: the machine's memory bandwidth (timed in the decode rounds, under the same load) and
+   the bytes read per decoded token give an upper bound on tokens/s; our cached decode as a fraction of it.
 4. attention: the didactic attention against ``F.scaled_dot_product_attention``: time and peak memory.
 5. book: each chapter's execution time (fresh kernel, 2 threads) and the whole book's.
 """
@@ -85,8 +85,11 @@ def matmul_floor(model: torch.nn.Module) -> Callable[[], None]:
 
 
 def bench_decode(config: tc.TransformerConfig, prompt_len: int, new_tokens: int, rounds: int,
-                 uncached: bool = True) -> dict:
-    """Tokens/s of both implementations and of the matmul floor; ``uncached=False`` skips the slow no-cache runs."""
+                 uncached: bool = True, also: dict[str, Callable[[], object]] | None = None) -> dict:
+    """Tokens/s of both implementations and of the matmul floor; ``uncached=False`` skips the slow no-cache runs.
+
+    ``also``: more functions to time in the same interleaved rounds (their seconds: ``also_seconds``).
+    """
     hf, ours = gpt2_pair(config)
     prompt = torch.randint(0, config.vocab_size, (1, prompt_len), generator=torch.Generator().manual_seed(1))
     pad = config.vocab_size - 1
@@ -120,7 +123,8 @@ def bench_decode(config: tc.TransformerConfig, prompt_len: int, new_tokens: int,
         fns[f"ours {label}"] = lambda cache=cache: run_ours(cache)
         fns[f"transformers {label}"] = lambda cache=cache: run_hf(cache)
     fns["matmul floor"] = run_floor
-    seconds = interleaved(fns, rounds, warm_up=False)
+    seconds = interleaved(fns | (also or {}), rounds, warm_up=False)
+    also_seconds = {name: seconds.pop(name) for name in also or {}}
     same = all(torch.equal(outputs[f"ours {c}"], outputs[f"transformers {c}"]) for c in modes)
     tokens_per_s = {name: (floor_steps if name == "matmul floor" else new_tokens) / s for name, s in seconds.items()}
     return {
@@ -131,6 +135,7 @@ def bench_decode(config: tc.TransformerConfig, prompt_len: int, new_tokens: int,
         "ratios": {label: tokens_per_s[f"ours {label}"] / tokens_per_s[f"transformers {label}"]
                    for label in ("cached", "uncached") if f"ours {label}" in tokens_per_s},
         "weight_bytes": sum(p.numel() * p.element_size() for p in ours.parameters()),
+        "also_seconds": also_seconds,
     }
 
 
@@ -200,18 +205,18 @@ def bench_cache(config: tc.TransformerConfig, lengths: list[int], positions: lis
 
 # --- 3. the memory-bandwidth bound ---------------------------------------------------------------
 
-def bench_bandwidth(n_bytes: int, rounds: int) -> dict[str, float]:
-    """Bytes per second read from a buffer far larger than the caches, by three reading kernels.
+def bandwidth_kernels(n_bytes: int) -> dict[str, Callable[[], object]]:
+    """Three ways to read a buffer of ``n_bytes``, far larger than the caches.
 
     The rate depends on the access pattern (one stream, two streams, a matrix-vector product), so the
-    bound uses the fastest of them.
+    bound uses the fastest of them. They are timed in the decode rounds: noisy neighbours then slow
+    the decode and the bound alike, and the fraction of the bound stays meaningful.
     """
     buffer = torch.ones(n_bytes // 4)
     first, second = buffer.chunk(2)  # two halves: two read streams
     rows, vector = buffer.view(-1, 1024), torch.ones(1024)
-    seconds = interleaved({"sum": lambda: buffer.sum(), "dot of two halves": lambda: torch.dot(first, second),
-                           "matrix-vector": lambda: rows @ vector}, rounds)
-    return {kind: n_bytes / s for kind, s in seconds.items()}
+    return {"sum": lambda: buffer.sum(), "dot of two halves": lambda: torch.dot(first, second),
+            "matrix-vector": lambda: rows @ vector}
 
 
 # --- 4. didactic attention against PyTorch's fused kernel -----------------------------------------
@@ -325,7 +330,7 @@ def markdown(results: dict) -> str:
     if "bandwidth" in results:
         b = results["bandwidth"]
         lines += ["## The memory-bandwidth bound", "",
-                  "Read bandwidth by kernel: " + ", ".join(f"{kind} {rate / 1e9:.1f} GB/s" for kind, rate in
+                  "Read bandwidth by kernel, timed in the GPT-2-small decode rounds: " + ", ".join(f"{kind} {rate / 1e9:.1f} GB/s" for kind, rate in
                                                            b["bytes_per_s_by_kernel"].items()) + ".",
                   "",
                   f"At the fastest, {b['bytes_per_s'] / 1e9:.1f} GB/s, and {b['bytes_per_token'] / 1e6:.0f} MB read "
@@ -393,14 +398,19 @@ def main(argv: list[str] | None = None) -> int:
         results["section_seconds"][section] = time.perf_counter() - started
         started = time.perf_counter()
     if "decode" in sections or "bandwidth" in sections:
-        results["decode"] = bench_decode(gpt2, prompt, new, rounds)
+        kernels = {f"read: {kind}": fn for kind, fn in bandwidth_kernels(bw_bytes).items()}
+        for fn in kernels.values():
+            fn()  # warm-up
+        results["decode"] = bench_decode(gpt2, prompt, new, rounds, also=kernels)
+        read_seconds = results["decode"].pop("also_seconds")
+        del kernels  # frees the buffer
         print(f"decode: {results['decode']['tokens_per_s']}", flush=True)
         if "decode" in sections:
             results["decode_narrow"] = bench_decode(narrow, prompt, new, rounds, uncached=False)  # the regime, briefly
             print(f"decode, narrow: {results['decode_narrow']['tokens_per_s']}", flush=True)
         done("decode")
     if "bandwidth" in sections:
-        rates = bench_bandwidth(bw_bytes, rounds)
+        rates = {name.removeprefix("read: "): bw_bytes / s for name, s in read_seconds.items()}
         bw = max(rates.values())
         d = results["decode"]
         cache_bytes = tc.kv_cache_bytes(gpt2, prompt + new // 2)  # the average cache read per token
