@@ -398,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         results["section_seconds"][section] = time.perf_counter() - started
         started = time.perf_counter()
     if "decode" in sections or "bandwidth" in sections:
-        kernels = {f"read: {kind}": fn for kind, fn in bandwidth_kernels(bw_bytes).items()}
+        kernels = bandwidth_kernels(bw_bytes)
         for fn in kernels.values():
             fn()  # warm-up
         results["decode"] = bench_decode(gpt2, prompt, new, rounds, also=kernels)
@@ -410,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"decode, narrow: {results['decode_narrow']['tokens_per_s']}", flush=True)
         done("decode")
     if "bandwidth" in sections:
-        rates = {name.removeprefix("read: "): bw_bytes / s for name, s in read_seconds.items()}
+        rates = {kind: bw_bytes / s for kind, s in read_seconds.items()}
         bw = max(rates.values())
         d = results["decode"]
         cache_bytes = tc.kv_cache_bytes(gpt2, prompt + new // 2)  # the average cache read per token
