@@ -19,5 +19,6 @@ def test_book_builds_without_warnings(tmp_path):
         page = (html / "book" / f"{chapter.stem}.html").read_text(encoding="utf-8")
         assert "colab.research.google.com" in page           # the launch button
         assert "NBVAL_CHECK_OUTPUT" in page                  # executed code is shown
+        assert "_static/course.css" in page                 # code set to fit 88 columns
     index = (html / "searchindex.js").read_text(encoding="utf-8")
     assert json.dumps("注意力")[1:-1] in index  # jieba segmented the Chinese text: search finds words

@@ -1,5 +1,6 @@
 """The book's conventions: one setup cell from one template, exercise versions in sync and never
-clobbering a learner's edits, a table of contents listing only existing chapters, checked cells marked."""
+clobbering a learner's edits, a table of contents listing only existing chapters, checked cells marked,
+code no wider than the page."""
 import json
 import re
 import shutil
@@ -50,6 +51,15 @@ def test_checked_cells_are_marked_and_exercise_checks_are_checked():
         assert all("# NBVAL_CHECK_OUTPUT" in s for s in asserted if "print(" in s), chapter.name
         for c in cells:  # every stored output is free of errors
             assert all(o["output_type"] != "error" for o in c.get("outputs", []))
+
+
+def test_code_lines_fit_the_page():
+    """At most 88 columns: what _static/course.css shows without a scrollbar at 1280 px and up."""
+    for chapter in CHAPTERS:
+        for i, cell in enumerate(json.loads(chapter.read_text(encoding="utf-8"))["cells"]):
+            if cell["cell_type"] == "code":
+                long = [line for line in "".join(cell["source"]).splitlines() if len(line) > 88]
+                assert not long, f"{chapter.name} cell {i}: {long}"
 
 
 def test_strip_solutions_keeps_indentation_and_signature():

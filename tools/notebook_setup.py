@@ -21,7 +21,9 @@ TEMPLATE = '''\
 # 课程环境：Colab 等还没有课程包的环境先安装它；已安装时这一段什么也不做。
 import importlib.util, subprocess, sys
 if importlib.util.find_spec("transformer_course") is None:
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "transformer-course @ git+{repo}.git"], check=True)
+    url = "git+{repo}.git"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q",
+                    "transformer-course @ " + url], check=True)
 
 import torch
 import transformer_course as tc
