@@ -1,19 +1,26 @@
-"""A tiny smoke run of the benchmark command, so that it cannot rot."""
+"""A tiny smoke run of the benchmark command, so that it cannot rot (on a GPU too, where there is one)."""
 import json
 import subprocess
 import sys
 
+import pytest
+import torch
+
 from conftest import ROOT
 
 
-def test_bench_quick_run_writes_results(tmp_path):
-    subprocess.run([sys.executable, str(ROOT / "tools" / "bench.py"), "--quick", "--out", str(tmp_path)],
-                   check=True, capture_output=True, text=True, timeout=300)
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device here"))])
+def test_bench_quick_run_writes_results(tmp_path, device):
+    subprocess.run([sys.executable, str(ROOT / "tools" / "bench.py"), "--quick", "--device", device,
+                    "--out", str(tmp_path)], check=True, capture_output=True, text=True, timeout=300)
     results = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    assert results["machine"]["device"].startswith(device)
     both = {"ours cached", "transformers cached", "matmul floor"}
     for key, measured in (("decode", both | {"ours uncached", "transformers uncached"}), ("decode_narrow", both)):
         assert results[key]["same_tokens"] is True  # ours and transformers agree token for token
         assert set(results[key]["tokens_per_s"]) == measured
     assert results["bandwidth"]["bound_tokens_per_s"] > 0
+    assert all(r["didactic"]["peak_mib"] >= 0 for r in results["attention"].values())
     report = (tmp_path / "results.md").read_text(encoding="utf-8")
     assert report.count("| ours cached |") == 2 and "beyond the floor" in report

@@ -3,6 +3,7 @@
     python tools/bench.py                 # everything; writes bench/results.{json,md}
     python tools/bench.py --quick         # a tiny smoke run (the tests run it), writes to --out
     python tools/bench.py --only decode   # one section: decode, cache, bandwidth, attention, book
+    python tools/bench.py --device cuda --out bench/cuda   # the same on a GPU (the book: any device)
 
 Every figure except the book's is the median of interleaved rounds after a warm-up (these machines
 are noisy: never compare single runs). Sections:
@@ -39,13 +40,23 @@ import transformer_course as tc
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def seconds_of(fn: Callable[[], object]) -> float:
+def synchronize(device: torch.device) -> None:
+    """Wait until the work queued on ``device`` is done (CUDA and MPS run asynchronously; CPU does not)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def seconds_of(fn: Callable[[], object], device: torch.device) -> float:
     start = time.perf_counter()
     fn()
+    synchronize(device)
     return time.perf_counter() - start
 
 
-def interleaved(fns: dict[str, Callable[[], object]], rounds: int, warm_up: bool = True) -> dict[str, float]:
+def interleaved(fns: dict[str, Callable[[], object]], rounds: int, device: torch.device,
+                warm_up: bool = True) -> dict[str, float]:
     """Median seconds of each function over ``rounds`` rounds, run in turn, after one warm-up each
     (``warm_up=False`` when the caller has just run each one)."""
     for fn in fns.values() if warm_up else ():
@@ -53,14 +64,14 @@ def interleaved(fns: dict[str, Callable[[], object]], rounds: int, warm_up: bool
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(rounds):
         for name, fn in fns.items():
-            times[name].append(seconds_of(fn))
+            times[name].append(seconds_of(fn, device))
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 # --- 1. decode against transformers --------------------------------------------------------------
 
-def gpt2_pair(config: tc.TransformerConfig, seed: int = 0):
-    """A random ``GPT2LMHeadModel`` of ``config``'s shape and our copy of it, both in eval mode."""
+def gpt2_pair(config: tc.TransformerConfig, device: torch.device, seed: int = 0):
+    """A random ``GPT2LMHeadModel`` of ``config``'s shape and our copy of it, both in eval mode on ``device``."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(seed)
@@ -68,14 +79,14 @@ def gpt2_pair(config: tc.TransformerConfig, seed: int = 0):
     hf = GPT2LMHeadModel(GPT2Config(vocab_size=config.vocab_size, n_positions=config.max_len,
                                     n_embd=config.d_model, n_layer=config.n_layers, n_head=config.n_heads,
                                     bos_token_id=last, eos_token_id=last, attn_implementation="sdpa")).eval()
-    return hf, tc.from_hf_gpt2(hf).eval()
+    return hf.to(device), tc.from_hf_gpt2(hf).eval().to(device)
 
 
-def matmul_floor(model: torch.nn.Module) -> Callable[[], None]:
+def matmul_floor(model: torch.nn.Module, device: torch.device) -> Callable[[], None]:
     """One decode step reduced to its matrix-vector products: every ``Linear`` of ``model`` (the LM head
     included) applied once to one vector, nothing else. Reading the weights is the whole cost."""
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    inputs = [torch.randn(1, m.in_features) for m in linears]
+    inputs = [torch.randn(1, m.in_features, device=device) for m in linears]
 
     def step() -> None:
         with torch.inference_mode():
@@ -84,14 +95,15 @@ def matmul_floor(model: torch.nn.Module) -> Callable[[], None]:
     return step
 
 
-def bench_decode(config: tc.TransformerConfig, prompt_len: int, new_tokens: int, rounds: int,
+def bench_decode(config: tc.TransformerConfig, prompt_len: int, new_tokens: int, rounds: int, device: torch.device,
                  uncached: bool = True, also: dict[str, Callable[[], object]] | None = None) -> dict:
     """Tokens/s of both implementations and of the matmul floor; ``uncached=False`` skips the slow no-cache runs.
 
     ``also``: more functions to time in the same interleaved rounds (their seconds: ``also_seconds``).
     """
-    hf, ours = gpt2_pair(config)
+    hf, ours = gpt2_pair(config, device)
     prompt = torch.randint(0, config.vocab_size, (1, prompt_len), generator=torch.Generator().manual_seed(1))
+    prompt = prompt.to(device)
     pad = config.vocab_size - 1
 
     outputs: dict[str, torch.Tensor] = {}  # the latest tokens of each implementation
@@ -111,7 +123,7 @@ def bench_decode(config: tc.TransformerConfig, prompt_len: int, new_tokens: int,
         for _ in range(floor_steps):
             floor_step()
 
-    floor_step = matmul_floor(ours)
+    floor_step = matmul_floor(ours, device)
     run_floor()
     modes = (True, False) if uncached else (True,)
     for cache in modes:  # a short warm-up: the weights are touched, the buffers allocated
@@ -123,7 +135,7 @@ def bench_decode(config: tc.TransformerConfig, prompt_len: int, new_tokens: int,
         fns[f"ours {label}"] = lambda cache=cache: run_ours(cache)
         fns[f"transformers {label}"] = lambda cache=cache: run_hf(cache)
     fns["matmul floor"] = run_floor
-    seconds = interleaved(fns | (also or {}), rounds, warm_up=False)
+    seconds = interleaved(fns | (also or {}), rounds, device, warm_up=False)
     also_seconds = {name: seconds.pop(name) for name in also or {}}
     same = all(torch.equal(outputs[f"ours {c}"], outputs[f"transformers {c}"]) for c in modes)
     tokens_per_s = {name: (floor_steps if name == "matmul floor" else new_tokens) / s for name, s in seconds.items()}
@@ -144,8 +156,8 @@ def bench_decode(config: tc.TransformerConfig, prompt_len: int, new_tokens: int,
 class Stopwatch:
     """Wraps a model for ``tc.generate`` and notes the time of each ``next_token_logits`` call."""
 
-    def __init__(self, model: tc.DecoderOnly) -> None:
-        self.model, self.config = model, model.config
+    def __init__(self, model: tc.DecoderOnly, device: torch.device) -> None:
+        self.model, self.config, self.device = model, model.config, device
         self.calls: list[float] = []
         self.started = time.perf_counter()
 
@@ -158,16 +170,19 @@ class Stopwatch:
 
     def seconds_after_each_token(self) -> list[float]:
         """Seconds from the start until the 1st, 2nd, ... new token was chosen (call now, after the run)."""
+        synchronize(self.device)
         return [t - self.started for t in self.calls[1:] + [time.perf_counter()]]
 
 
-def bench_cache(config: tc.TransformerConfig, lengths: list[int], positions: list[int], rounds: int) -> dict:
+def bench_cache(config: tc.TransformerConfig, lengths: list[int], positions: list[int], rounds: int,
+                device: torch.device) -> dict:
     torch.manual_seed(0)
-    model = tc.DecoderOnly(config).eval()
+    model = tc.DecoderOnly(config).eval().to(device)
     ids = torch.randint(0, config.vocab_size, (1, max(positions) + 1), generator=torch.Generator().manual_seed(2))
+    ids = ids.to(device)
 
     def step_cached(p: int) -> Callable[[], object]:
-        cache = tc.KVCache.from_config(config, batch_size=1, max_len=p + 1)
+        cache = tc.KVCache.from_config(config, batch_size=1, max_len=p + 1, device=device)
         with torch.inference_mode():
             model.next_token_logits(ids[:, :p], cache=cache)  # prefill p tokens once
 
@@ -185,7 +200,7 @@ def bench_cache(config: tc.TransformerConfig, lengths: list[int], positions: lis
 
     per_step = {}
     for p in positions:
-        t = interleaved({"cached": step_cached(p), "uncached": step_uncached(p)}, rounds)
+        t = interleaved({"cached": step_cached(p), "uncached": step_uncached(p)}, rounds, device)
         per_step[p] = {k: v * 1e3 for k, v in t.items()}  # ms
     # Totals: one run of max(lengths) tokens per kind and round; the total for n tokens is read off it
     # when the n-th token has been chosen (a shorter run does exactly the same steps; saves a third).
@@ -193,7 +208,8 @@ def bench_cache(config: tc.TransformerConfig, lengths: list[int], positions: lis
     elapsed: dict[str, list[list[float]]] = {"cached": [], "uncached": []}
     for _ in range(rounds):  # the per-position steps above warmed both paths
         for kind in elapsed:
-            watch = Stopwatch(model)
+            synchronize(device)
+            watch = Stopwatch(model, device)
             tc.generate(watch, prompt, n_max, use_cache=kind == "cached", temperature=0.0)
             elapsed[kind].append(watch.seconds_after_each_token())
     totals = {n: {kind: statistics.median(run[n - 1] for run in runs) for kind, runs in elapsed.items()}
@@ -205,16 +221,16 @@ def bench_cache(config: tc.TransformerConfig, lengths: list[int], positions: lis
 
 # --- 3. the memory-bandwidth bound ---------------------------------------------------------------
 
-def bandwidth_kernels(n_bytes: int) -> dict[str, Callable[[], object]]:
+def bandwidth_kernels(n_bytes: int, device: torch.device) -> dict[str, Callable[[], object]]:
     """Three ways to read a buffer of ``n_bytes``, far larger than the caches.
 
     The rate depends on the access pattern (one stream, two streams, a matrix-vector product), so the
     bound uses the fastest of them. They are timed in the decode rounds: noisy neighbours then slow
     the decode and the bound alike, and the fraction of the bound stays meaningful.
     """
-    buffer = torch.ones(n_bytes // 4)
+    buffer = torch.ones(n_bytes // 4, device=device)
     first, second = buffer.chunk(2)  # two halves: two read streams
-    rows, vector = buffer.view(-1, 1024), torch.ones(1024)
+    rows, vector = buffer.view(-1, 1024), torch.ones(1024, device=device)
     return {"sum": lambda: buffer.sum(), "dot of two halves": lambda: torch.dot(first, second),
             "matrix-vector": lambda: rows @ vector}
 
@@ -224,38 +240,51 @@ def bandwidth_kernels(n_bytes: int) -> dict[str, Callable[[], object]]:
 _PEAK = r"""
 import sys, time, torch, transformer_course as tc
 torch.set_num_threads(2)
-T = int(sys.argv[1])
-q = k = v = torch.randn(1, 12, T, 64)
-mask = tc.causal_mask(T)
+T, device = int(sys.argv[1]), torch.device(sys.argv[2])
+q = k = v = torch.randn(1, 12, T, 64, device=device)
+mask = tc.causal_mask(T, device=device)
 kinds = {"sdpa": lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
          "didactic": lambda: tc.scaled_dot_product_attention(q, k, v, mask=mask)}
+
+def sync():
+    if device.type == "cuda":
+        torch.cuda.synchronize()
 
 def kib(field):  # VmRSS (now) or VmHWM (peak) of this process, from Linux's /proc
     line = next(l for l in open("/proc/self/status") if l.startswith(field))
     return int(line.split()[1])
 
-peak = {}
-for kind, run in kinds.items():  # the small one first: the didactic one's freed memory cannot hide its peak
-    run()  # warm-up: the libraries' one-time buffers are not attention's
+def extra_peak_bytes(run):
+    if device.type == "cuda":  # the allocator's own peak counter
+        sync(); torch.cuda.reset_peak_memory_stats(); before = torch.cuda.memory_allocated()
+        run(); sync()
+        return torch.cuda.max_memory_allocated() - before
     open("/proc/self/clear_refs", "w").write("5")  # reset the peak to now
     before = kib("VmRSS")
     run()
-    peak[kind] = (kib("VmHWM") - before) * 1024
+    return (kib("VmHWM") - before) * 1024
+
+peak = {}
+for kind, run in kinds.items():  # the small one first: the didactic one's freed memory cannot hide its peak
+    run()  # warm-up: the libraries' one-time buffers are not attention's
+    peak[kind] = extra_peak_bytes(run)
 times = {kind: [] for kind in kinds}
 for _ in range(5):  # interleaved rounds
     for kind, run in kinds.items():
-        s = time.perf_counter(); run(); times[kind].append(time.perf_counter() - s)
+        sync(); s = time.perf_counter(); run(); sync(); times[kind].append(time.perf_counter() - s)
 for kind in kinds:
     print(kind, sorted(times[kind])[2], peak[kind])
 """
 
 
-def bench_attention(lengths: list[int]) -> dict:
+def bench_attention(lengths: list[int], device: torch.device) -> dict:
     """Median time (5 interleaved rounds) and extra peak memory for (1, 12 heads, T, 64), causal, a fresh process per T
-    (Linux: the peak is read from /proc, which ``ru_maxrss`` would not do: it survives ``exec``)."""
+    (CPU on Linux: the peak is read from /proc, which ``ru_maxrss`` would not do: it survives ``exec``;
+    CUDA: the allocator's peak)."""
     results = {}
     for T in lengths:
-        out = subprocess.run([sys.executable, "-c", _PEAK, str(T)], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run([sys.executable, "-c", _PEAK, str(T), str(device)], capture_output=True, text=True,
+                             check=True).stdout
         results[T] = {kind: {"ms": float(ms) * 1e3, "peak_mib": int(peak) / 2**20}
                       for kind, ms, peak in (line.split() for line in out.splitlines())}
     return results
@@ -287,14 +316,20 @@ def bench_book() -> dict:
 
 # --- report ----------------------------------------------------------------------------------------
 
-def machine() -> dict:
+def machine(device: torch.device) -> dict:
     cpu = "unknown"
     if Path("/proc/cpuinfo").exists():
         names = [l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
                  if l.startswith("model name")]
         cpu = names[0] if names else cpu
     return {"cpu": cpu, "cores": os.cpu_count(), "threads": torch.get_num_threads(), "python": platform.python_version(),
-            "torch": torch.__version__, "device": "cpu", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+            "torch": torch.__version__, "device": device_name(device),
+            "book_device": device_name(tc.get_device()), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+
+
+def device_name(device: torch.device) -> str:
+    """``"cpu"``, or the accelerator's name, e.g. ``"cuda: NVIDIA H200"``."""
+    return f"cuda: {torch.cuda.get_device_name(device)}" if device.type == "cuda" else device.type
 
 
 def decode_lines(d: dict) -> list[str]:
@@ -323,7 +358,10 @@ def decode_lines(d: dict) -> list[str]:
 def markdown(results: dict) -> str:
     m = results["machine"]
     lines = [f"# Benchmark results", "", f"Machine: {m['cpu']}, {m['cores']} cores, {m['threads']} torch threads; "
-             f"Python {m['python']}, torch {m['torch']}; {m['date']}.", ""]
+             f"Python {m['python']}, torch {m['torch']}; {m['date']}.", "",
+             f"Device: {m['device']} (the book's chapters: {m['book_device']}, what `tc.get_device()` picks)."
+             + (" On a GPU: `python tools/bench.py --device cuda --out bench/cuda`." if m["device"] == "cpu" else ""),
+             ""]
     for key in ("decode", "decode_narrow"):
         if key in results:
             lines += decode_lines(results[key])
@@ -353,7 +391,9 @@ def markdown(results: dict) -> str:
                   "| T | didactic ms | SDPA ms | didactic extra peak MiB | SDPA extra peak MiB |", "| --- | --- | --- | --- | --- |"]
         lines += [f"| {T} | {r['didactic']['ms']:.2f} | {r['sdpa']['ms']:.2f} | {r['didactic']['peak_mib']:.0f} | "
                   f"{r['sdpa']['peak_mib']:.0f} |" for T, r in results["attention"].items()]
-        lines += ["", "Peak: growth of the process's peak resident memory while attention runs (a fresh process per length, SDPA first).", ""]
+        what = ("the CUDA allocator's peak above what was allocated before" if m["device"].startswith("cuda")
+                else "growth of the process's peak resident memory")
+        lines += ["", f"Peak: {what} while attention runs (a fresh process per length, SDPA first).", ""]
     if results.get("section_seconds"):
         took = results["section_seconds"]
         lines += ["Time per section: " + ", ".join(f"{name} {s:.0f} s" for name, s in took.items())
@@ -374,7 +414,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
     parser.add_argument("--only", choices=["decode", "cache", "bandwidth", "attention", "book"], action="append")
     parser.add_argument("--out", type=Path, default=ROOT / "bench")
+    parser.add_argument("--device", default="cpu", help="cpu (the default: the figures issue 8 asks for) or cuda")
     args = parser.parse_args(argv)
+    device = torch.device(args.device)
     torch.set_num_threads(min(2, os.cpu_count() or 1))
     sections = set(args.only or ["decode", "cache", "bandwidth", "attention", "book"])
     if args.quick:
@@ -390,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
                                       max_len=1024, activation="gelu_tanh")  # GPT-2's vocabulary, a narrow body
         prompt, new, rounds = 32, 128, 5
         lengths, positions, attn_lengths, bw_bytes = [64, 128, 256, 512], [32, 128, 256, 512], [128, 256, 512, 1024, 2048], 2**30
-    results: dict = {"machine": machine(), "section_seconds": {}}
+    results: dict = {"machine": machine(device), "section_seconds": {}}
     started = time.perf_counter()
 
     def done(section: str) -> None:
@@ -398,15 +440,15 @@ def main(argv: list[str] | None = None) -> int:
         results["section_seconds"][section] = time.perf_counter() - started
         started = time.perf_counter()
     if "decode" in sections or "bandwidth" in sections:
-        kernels = bandwidth_kernels(bw_bytes)
+        kernels = bandwidth_kernels(bw_bytes, device)
         for fn in kernels.values():
             fn()  # warm-up
-        results["decode"] = bench_decode(gpt2, prompt, new, rounds, also=kernels)
+        results["decode"] = bench_decode(gpt2, prompt, new, rounds, device, also=kernels)
         read_seconds = results["decode"].pop("also_seconds")
         del kernels  # frees the buffer
         print(f"decode: {results['decode']['tokens_per_s']}", flush=True)
         if "decode" in sections:
-            results["decode_narrow"] = bench_decode(narrow, prompt, new, rounds, uncached=False)  # the regime, briefly
+            results["decode_narrow"] = bench_decode(narrow, prompt, new, rounds, device, uncached=False)  # the regime, briefly
             print(f"decode, narrow: {results['decode_narrow']['tokens_per_s']}", flush=True)
         done("decode")
     if "bandwidth" in sections:
@@ -421,11 +463,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bandwidth: {bw / 1e9:.1f} GB/s, bound {bound:.1f} tokens/s", flush=True)
         done("bandwidth")
     if "cache" in sections:
-        results["cache"] = bench_cache(small, lengths, positions, rounds)
+        results["cache"] = bench_cache(small, lengths, positions, rounds, device)
         print("cache: done", flush=True)
         done("cache")
     if "attention" in sections:
-        results["attention"] = bench_attention(attn_lengths)
+        results["attention"] = bench_attention(attn_lengths, device)
         print("attention: done", flush=True)
         done("attention")
     if "book" in sections:
