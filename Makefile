@@ -3,7 +3,7 @@
 #   make test        run every test (package, checkers, notebooks, exercise versions, strict Sphinx build)
 #   make exercises   write the exercise versions to exercises/ (never overwrites a notebook you edited)
 #   make execute     re-run chapters and store their outputs (after editing a chapter)
-#   make bench       performance measurements (8-10 minutes on 2 cores) into bench/results.{md,json}
+#   make bench       performance measurements (5-9 minutes on 2 cores) into bench/results.{md,json}
 PYTHON ?= python3
 TORCH  ?= torch==2.13.0
 VENV   := .venv

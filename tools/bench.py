@@ -1,4 +1,4 @@
-"""The course's performance measurements: ``make bench`` (8-10 minutes on 2 CPU cores).
+"""The course's performance measurements: ``make bench`` (5-9 minutes on 2 CPU cores).
 
     python tools/bench.py                 # everything; writes bench/results.{json,md}
     python tools/bench.py --quick         # a tiny smoke run (the tests run it), writes to --out
