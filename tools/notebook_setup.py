@@ -19,9 +19,10 @@ TAG = "course-setup"
 
 TEMPLATE = '''\
 # 课程环境：Colab 等还没有课程包的环境先安装它；已安装时这一段什么也不做。
-import importlib.util, subprocess, sys
+# 从镜像或自己的 fork 安装：先设环境变量 TRANSFORMER_COURSE_URL（见附录 B）。
+import importlib.util, os, subprocess, sys
 if importlib.util.find_spec("transformer_course") is None:
-    url = "git+{repo}.git"
+    url = os.environ.get("TRANSFORMER_COURSE_URL", "git+{repo}.git")
     subprocess.run([sys.executable, "-m", "pip", "install", "-q",
                     "transformer-course @ " + url], check=True)
 
@@ -30,6 +31,7 @@ import transformer_course as tc
 
 tc.viz.use_course_style()
 device = tc.get_device()  # cuda > mps > cpu
+torch.set_float32_matmul_precision("highest")  # GPU 上也不用 TF32，数值与 CPU 一致
 tc.set_seed(0)
 print("device:", device)'''
 
