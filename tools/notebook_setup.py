@@ -22,7 +22,8 @@ TEMPLATE = '''\
 # 从镜像或自己的 fork 安装：先设环境变量 TRANSFORMER_COURSE_URL（见附录 B）。
 import importlib.util, os, subprocess, sys
 if importlib.util.find_spec("transformer_course") is None:
-    url = os.environ.get("TRANSFORMER_COURSE_URL", "git+{repo}.git")
+    default = "git+{repo}.git"
+    url = os.environ.get("TRANSFORMER_COURSE_URL", default)
     subprocess.run([sys.executable, "-m", "pip", "install", "-q",
                     "transformer-course @ " + url], check=True)
 
