@@ -24,7 +24,7 @@ from .positional import (
 from .rnn import LSTM, RNN, RecurrentLM
 from .tokenizer import BPETokenizer
 from .train import accuracy, lm_loss, train
-from .utils import count_params, get_device, set_seed, time_call
+from .utils import claim, count_params, get_device, set_seed, time_call
 
 __version__ = "0.1.0"
 
@@ -55,6 +55,7 @@ __all__ = [
     "alibi_slopes",
     "apply_rope",
     "causal_mask",
+    "claim",
     "count_params",
     "data",
     "exercises",

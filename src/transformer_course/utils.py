@@ -1,6 +1,8 @@
-"""Small helpers every chapter uses: device choice, seeding, parameter counts, timing."""
+"""Small helpers every chapter uses: device choice, seeding, measured claims, parameter counts, timing."""
 from __future__ import annotations
 
+import json
+import operator
 import os
 import random
 import statistics
@@ -27,12 +29,37 @@ def get_device() -> torch.device:
 
 
 def set_seed(seed: int = 0) -> None:
-    """Seed Python, NumPy and torch (all devices) so that a run is repeatable."""
+    """Seed Python, NumPy and torch (all devices) so that a run is repeatable.
+
+    The margin study (``tools/margins.py``) sets ``TC_SEED_SHIFT`` to rerun a chapter with other
+    seeds: every seed is then shifted by that amount. Unset, ``set_seed(s)`` uses ``s``.
+    """
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise ValueError(f"seed must be an int, got {type(seed).__name__}")
+    seed += 1009 * int(os.environ.get("TC_SEED_SHIFT", "0"))
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+_OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
+def claim(name: str, value: float, op: str, bound: float) -> bool:
+    """Whether ``value op bound`` holds, e.g. ``claim("test accuracy", acc, ">", 0.9)``.
+
+    The chapter asserts the result. A training outcome is checked this way so that the margin study
+    can see the number behind the verdict: when ``TC_CLAIMS_LOG`` names a file, one JSON line
+    ``{"name", "value", "op", "bound"}`` is appended to it.
+    """
+    if op not in _OPS:
+        raise ValueError(f"op must be one of {sorted(_OPS)}, got {op!r}")
+    value, bound = float(value), float(bound)
+    log = os.environ.get("TC_CLAIMS_LOG")
+    if log:
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"name": name, "value": value, "op": op, "bound": bound}) + "\n")
+    return bool(_OPS[op](value, bound))
 
 
 def count_params(module: torch.nn.Module, trainable_only: bool = False) -> int:
