@@ -51,6 +51,25 @@ def test_gpt2_weights_give_hugging_face_logits_with_the_cache(hf_gpt2):
     torch.testing.assert_close(torch.cat([prefill, *steps], dim=1), expected, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("flag, value", [("scale_attn_weights", False), ("scale_attn_by_inverse_layer_idx", True),
+                                         ("reorder_and_upcast_attn", True), ("add_cross_attention", True)])
+def test_gpt2_loader_refuses_flags_it_does_not_implement(hf_gpt2, flag, value):
+    from transformers import GPT2LMHeadModel
+
+    config = hf_gpt2.config.to_dict()
+    config[flag] = value
+    other = GPT2LMHeadModel(type(hf_gpt2.config).from_dict(config)).eval()
+    with pytest.raises(ValueError, match=f"{flag}={value}"):
+        from_hf_gpt2(other)
+    if flag != "add_cross_attention":  # the refusal matters: the flag changes the logits
+        other.load_state_dict(hf_gpt2.state_dict())
+        idx = _idx(MAX_LEN)
+        with torch.no_grad():
+            gap = (other(idx).logits - hf_gpt2(idx).logits).abs().max().item()
+        # beyond the parity tolerance (1e-5); upcasting changes nothing in float32
+        assert gap > 2e-5 or flag == "reorder_and_upcast_attn", gap
+
+
 @pytest.mark.parametrize("positional", ["learned", "sinusoidal", "rope", "alibi", "none"])
 def test_decoder_logits_at_t_ignore_tokens_after_t(positional):
     model = DecoderOnly(tiny_config(positional=positional, norm_position="post", activation="swiglu")).eval()

@@ -206,6 +206,9 @@ _GPT2_NAMES = {  # Hugging Face GPT-2 name -> ours; HF's Conv1D stores Linear we
     "mlp.c_proj": ("ffn.down", True),
 }
 _GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
+# GPT2Config flags that change what the model computes, with the value this package implements
+_GPT2_FLAGS = {"scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False,
+               "reorder_and_upcast_attn": False, "add_cross_attention": False}
 
 
 def load_gpt2_state_dict(model: DecoderOnly, hf_state_dict: dict[str, Tensor]) -> None:
@@ -234,8 +237,13 @@ def from_hf_gpt2(hf_model: Any) -> DecoderOnly:
     """A ``DecoderOnly`` with the configuration and weights of a ``transformers.GPT2LMHeadModel``.
 
     Needs no import of ``transformers``: it reads ``hf_model.config`` and ``hf_model.state_dict()``.
+    Configuration flags that would change the logits (``scale_attn_by_inverse_layer_idx=True``, …) raise
+    ``ValueError``.
     """
     c = hf_model.config
+    for flag, implemented in _GPT2_FLAGS.items():  # refuse what would silently give other logits
+        if getattr(c, flag, implemented) != implemented:
+            raise ValueError(f"{flag}={getattr(c, flag)!r} is not implemented (only {flag}={implemented})")
     if c.activation_function not in _GPT2_ACTIVATIONS:
         allowed = sorted(_GPT2_ACTIVATIONS)
         raise ValueError(f"activation_function must be one of {allowed}, got {c.activation_function!r}")
