@@ -4,13 +4,15 @@
 #   make exercises   write the exercise versions to exercises/ (never overwrites a notebook you edited)
 #   make execute     re-run chapters and store their outputs (after editing a chapter)
 #   make bench       performance measurements (5-9 minutes on 2 cores) into bench/results.{md,json}
+#   make portability every chapter under nbval on each CPU kernel path x 1/2 threads (docs/portability.md)
+#   make margins     training-outcome claims over 5 seeds x 2 kernel paths (docs/margins.md)
 PYTHON ?= python3
 TORCH  ?= torch==2.13.0
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: book test exercises execute bench setup-cells clean
+.PHONY: book test exercises execute bench portability margins setup-cells clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,8 +27,10 @@ book: $(STAMP)
 	@echo "open _build/html/index.html"
 
 # Two pytest workers with one thread each: two kernels with two threads each on two cores thrash.
+# Then the chapters once more on PyTorch's generic CPU kernels (another machine's summation order).
 test: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n 2 --dist loadfile --nbval-lax --durations=10
+	$(BIN)/python tools/portability.py --only default:1
 
 exercises:
 	$(PYTHON) tools/make_exercises.py
@@ -36,6 +40,12 @@ execute: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python tools/bench.py
+
+portability: $(STAMP)
+	$(BIN)/python tools/portability.py
+
+margins: $(STAMP)
+	$(BIN)/python tools/margins.py
 
 setup-cells: $(STAMP)
 	$(BIN)/python tools/notebook_setup.py

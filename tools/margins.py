@@ -13,6 +13,7 @@ It writes ``docs/margins.md`` (min / median / max against the bound) and ``docs/
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -28,6 +29,13 @@ sys.path.insert(0, str(ROOT / "tools"))
 from portability import cpu_model, native_capability  # noqa: E402
 
 PATHS = ("native", "default")
+
+
+def code_fingerprint(path: Path) -> str:
+    """A hash of the chapter's code cells: a study is current while its chapter's code is unchanged."""
+    nb = json.loads(path.read_text("utf-8"))
+    code = "\n\x00".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    return hashlib.sha256(code.encode("utf-8")).hexdigest()[:16]
 
 
 def chapters_with_claims() -> list[Path]:
@@ -48,17 +56,19 @@ def execute_once(path: Path, seed: int, kernel_path: str) -> dict:
         subprocess.run([sys.executable, __file__, "--execute", str(path)], env=env, check=True)
         seconds = time.perf_counter() - start
         claims = [json.loads(line) for line in log.read_text("utf-8").splitlines()] if log.exists() else []
-    return {"chapter": path.stem, "seed": seed, "path": kernel_path, "seconds": seconds, "claims": claims}
+    return {"chapter": path.stem, "code": code_fingerprint(path), "seed": seed, "path": kernel_path,
+            "seconds": seconds, "claims": claims}
 
 
 def _execute_in_kernel(path: Path) -> None:
     """Execute a notebook (errors allowed, outputs discarded): the body of one run."""
     import nbformat
-    from nbclient import NotebookClient
 
-    nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    from kernel_runner import run_all_repeatedly
+
+    for _ in run_all_repeatedly(nbformat.read(path, as_version=4), path.parent, runs=1, cell_timeout=600,
+                                allow_errors=True):
+        pass
 
 
 def summarise(runs: list[dict]) -> list[dict]:
@@ -90,20 +100,23 @@ def _fmt(x: float) -> str:
     return f"{x:.3g}" if x == 0 or 1e-3 <= abs(x) < 1e4 else f"{x:.1e}"
 
 
-def markdown(rows: list[dict], runs: list[dict], seeds: int, paths: list[str]) -> str:
-    """``docs/margins.md``: the table and how it was made."""
+def markdown(study: dict) -> str:
+    """``docs/margins.md`` from the study ``{"machine", "native", "seeds", "paths", "runs"}``."""
+    runs, seeds, paths = study["runs"], study["seeds"], study["paths"]
+    rows = summarise(runs)
     total = sum(r["seconds"] for r in runs)
     lines = [
         "# Margin study of the training-outcome claims",
         "",
-        "Written by `python tools/margins.py`; do not edit by hand. Each chapter that checks a training",
-        "outcome with `tc.claim(name, value, op, bound)` was executed top to bottom in a fresh kernel for",
-        f"every seed shift 0–{seeds - 1} (`TC_SEED_SHIFT`: every `tc.set_seed` of the chapter moves to other",
-        "seeds, so initialisation and training order change; the task data stay as the chapter draws them)",
+        "Written by `python tools/margins.py` (`make margins`); do not edit by hand. Each chapter that",
+        "checks a training outcome with `tc.claim(name, value, op, bound)` was executed top to bottom in a",
+        f"fresh kernel for every seed shift 0–{seeds - 1} (`TC_SEED_SHIFT`: every `tc.set_seed` of the",
+        "chapter moves to other seeds, so initialisation, dropout and whatever else draws from the global",
+        "generator change; task data drawn from the chapter's own `torch.Generator` stay the same)",
         f"and every CPU kernel path ({', '.join(f'`{p}`' for p in paths)}; `native` = "
-        f"{native_capability()} here), one thread. Shift 0 on the native path is what the stored outputs show.",
+        f"{study['native']} here), one thread. Shift 0 on the native path is what the stored outputs show.",
         "",
-        f"Machine: {cpu_model()}; {len(runs)} runs, {total / 60:.1f} min of chapter time.",
+        f"Machine: {study['machine']}; {len(runs)} runs, {total / 60:.1f} min of chapter time.",
         "`failed` counts runs in which the claim did not hold; a chapter asserts only claims with 0 there.",
         "",
         "| chapter | claim | bound | runs | min | median | max | failed |",
@@ -139,10 +152,11 @@ def main(argv: list[str] | None = None) -> int:
         done = {p.stem for p in paths}
         old = json.loads(args.out.with_suffix(".json").read_text("utf-8"))["runs"]
         runs = [r for r in old if r["chapter"] not in done] + runs
-    rows = summarise(runs)
-    args.out.write_text(markdown(rows, runs, args.seeds, args.paths), encoding="utf-8")
-    args.out.with_suffix(".json").write_text(json.dumps({"runs": runs}, indent=1) + "\n", encoding="utf-8")
-    failing = [r for r in rows if r["failed"]]
+    study = {"machine": cpu_model(), "native": native_capability(), "seeds": args.seeds, "paths": args.paths,
+             "runs": runs}
+    args.out.write_text(markdown(study), encoding="utf-8")
+    args.out.with_suffix(".json").write_text(json.dumps(study, indent=1) + "\n", encoding="utf-8")
+    failing = [r for r in summarise(runs) if r["failed"]]
     for r in failing:
         print(f"FAILS {r['failed']}/{r['n']}: {r['chapter']}: {r['claim']} ({r['op']} {r['bound']}; "
               f"worst {r['worst']:.4g})")

@@ -1,0 +1,63 @@
+"""Claims that hold on any machine: ``tc.claim`` and the seed shift behind the margin study, and the
+study itself (``docs/margins.json``) current for every chapter that asserts a training outcome."""
+import json
+
+import pytest
+import torch
+
+import margins
+import transformer_course as tc
+from conftest import ROOT
+
+STUDY = ROOT / "docs" / "margins.json"
+
+
+def test_claim_returns_the_comparison_and_logs_the_value(tmp_path, monkeypatch):
+    log = tmp_path / "claims.jsonl"
+    monkeypatch.setenv("TC_CLAIMS_LOG", str(log))
+    assert tc.claim("accuracy", torch.tensor(0.97), ">", 0.95) is True
+    assert tc.claim("loss ratio", 0.6, "<", 0.5) is False
+    assert tc.claim("edge", 3, ">=", 3) and not tc.claim("edge", 3, "<", 3)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["name"] for r in lines] == ["accuracy", "loss ratio", "edge", "edge"]
+    assert lines[0] == {"name": "accuracy", "value": pytest.approx(0.97), "op": ">", "bound": 0.95}
+    with pytest.raises(ValueError, match="op must be one of"):
+        tc.claim("x", 1.0, "==", 1.0)
+
+
+def test_claim_writes_nothing_without_the_log(tmp_path, monkeypatch):
+    monkeypatch.delenv("TC_CLAIMS_LOG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert tc.claim("x", 1.0, "<", 2.0) and not any(tmp_path.iterdir())
+
+
+def test_seed_shift_moves_every_seed(monkeypatch):
+    monkeypatch.delenv("TC_SEED_SHIFT", raising=False)
+    tc.set_seed(3)
+    plain = torch.rand(4)
+    monkeypatch.setenv("TC_SEED_SHIFT", "0")
+    tc.set_seed(3)
+    assert torch.equal(torch.rand(4), plain)  # shift 0 is the chapter as written
+    monkeypatch.setenv("TC_SEED_SHIFT", "2")
+    tc.set_seed(3)
+    shifted = torch.rand(4)
+    tc.set_seed(3)
+    assert not torch.equal(shifted, plain) and torch.equal(torch.rand(4), shifted)
+
+
+def test_margin_study_is_current_and_every_claim_held_everywhere():
+    """Rerun ``make margins`` (or ``python tools/margins.py book/NN_x.ipynb``) after editing a chapter's code."""
+    study = json.loads(STUDY.read_text(encoding="utf-8"))
+    chapters = margins.chapters_with_claims()
+    assert chapters, "no chapter uses tc.claim"
+    for path in chapters:
+        runs = [r for r in study["runs"] if r["chapter"] == path.stem]
+        assert {(r["seed"], r["path"]) for r in runs} == {
+            (s, p) for s in range(study["seeds"]) for p in study["paths"]}, path.name
+        assert all(r["code"] == margins.code_fingerprint(path) for r in runs), \
+            f"{path.name} changed since its margin study: python tools/margins.py book/{path.name}"
+        assert all(r["claims"] for r in runs), f"{path.name}: a run recorded no claim"
+    assert study["seeds"] >= 5 and "default" in study["paths"]
+    failed = [f"{r['chapter']}: {r['claim']}" for r in margins.summarise(study["runs"]) if r["failed"]]
+    assert not failed
+    assert (ROOT / "docs" / "margins.md").read_text(encoding="utf-8") == margins.markdown(study)
