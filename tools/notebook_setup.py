@@ -32,7 +32,7 @@ import transformer_course as tc
 
 tc.viz.use_course_style()
 device = tc.get_device()  # cuda > mps > cpu
-torch.set_float32_matmul_precision("highest")  # GPU 上也不用 TF32，数值与 CPU 一致
+torch.set_float32_matmul_precision("highest")  # GPU 上的矩阵乘法也不用 TF32
 tc.set_seed(0)
 print("device:", device)'''
 

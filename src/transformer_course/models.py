@@ -260,4 +260,5 @@ def from_hf_gpt2(hf_model: Any) -> DecoderOnly:
     )
     model = DecoderOnly(config)
     load_gpt2_state_dict(model, hf_model.state_dict())
-    return model.to(next(hf_model.parameters()).dtype)
+    first = next(hf_model.parameters())
+    return model.to(device=first.device, dtype=first.dtype)  # where and in what the HF model is

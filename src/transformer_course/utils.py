@@ -72,11 +72,17 @@ def count_params(module: torch.nn.Module, trainable_only: bool = False) -> int:
 def time_call(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> float:
     """Median wall time of ``fn()`` in seconds over ``repeats`` runs after ``warmup`` runs.
 
-    Synchronises CUDA so that GPU work is included in the measurement.
+    Synchronises CUDA and MPS so that GPU work is included in the measurement.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
-    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+
+    def sync() -> None:
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        if torch.backends.mps.is_available():
+            torch.mps.synchronize()
+
     for _ in range(warmup):
         fn()
     sync()
