@@ -4,6 +4,7 @@ raising, and the book shows every question and option the checker grades."""
 import json
 
 import pytest
+import torch
 
 from conftest import ROOT
 from transformer_course.exercises import ch13
@@ -64,6 +65,36 @@ def _endless():
         pass
 
 
+def _swallows_timeout():
+    try:
+        while True:
+            pass
+    except Exception:
+        return {}
+
+
+def _swallows_everything():
+    try:
+        while True:
+            pass
+    except BaseException:
+        return {}
+
+
+def _exits():
+    raise SystemExit(0)
+
+
+def _sets_default_dtype():
+    torch.set_default_dtype(torch.float64)
+    return REVIEWS[0].reference()
+
+
+class _Unreadable(dict):
+    def items(self):
+        raise RuntimeError("no")
+
+
 @pytest.mark.parametrize("review", REVIEWS, ids=IDS)
 @pytest.mark.parametrize("attempt, expected", [
     (lambda r: _not_done, NOT_DONE),
@@ -76,16 +107,25 @@ def _endless():
     (lambda r: (lambda: {**r.reference(), r.numbers[0]: "E"}), "A、B、C、D 中的一个字母"),
     (lambda r: (lambda: {**r.reference(), r.numbers[0]: 1}), "A、B、C、D 中的一个字母"),
     (lambda r: 42, "请传入你写的函数本身"),
+    (lambda r: _exits, "SystemExit"),
+    (lambda r: (lambda: _Unreadable(r.reference())), "无法读取"),
 ], ids=["not done", "raises", "None", "list", "bad key", "extra", "missing", "bad letter", "not a str",
-        "not callable"])
+        "not callable", "SystemExit", "unreadable mapping"])
 def test_malformed_answers_get_the_right_verdict(review, attempt, expected):
     verdict = review.evaluate(attempt(review))
     assert not verdict.passed and expected in verdict.message, verdict.message
 
 
-def test_endless_loop_is_stopped():
-    verdict = REVIEWS[0].evaluate(_endless)
+@pytest.mark.parametrize("attempt", [_endless, _swallows_timeout, _swallows_everything])
+def test_endless_loop_is_stopped_even_inside_try_except(attempt):
+    verdict = REVIEWS[0].evaluate(attempt)
     assert not verdict.passed and "死循环" in verdict.message
+
+
+def test_a_changed_default_dtype_is_reported_and_restored():
+    verdict = REVIEWS[0].evaluate(_sets_default_dtype)
+    assert not verdict.passed and "全局设置" in verdict.message
+    assert torch.get_default_dtype() == torch.float32
 
 
 def test_check_prints_one_line(capsys):

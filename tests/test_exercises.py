@@ -1,19 +1,26 @@
-"""Every checker of every chapter: the reference passes, each typical mistake is rejected with its
-own hint, and the generic wrong attempts of ``wrong_attempts.py`` (crash, None, wrong type, shape,
-dtype or device, NaN, in-place edits, endless loop, not done yet) get the right Chinese verdict,
-in time, without raising."""
+"""Every checker of every chapter: the reference passes; each typical mistake is rejected with its own
+hint; each forbidden shortcut with the rule's reason; and the generic wrong attempts of
+``wrong_attempts.py`` (crashes, endless loops even inside ``try/except``, odd return types, side
+effects, state kept between calls, ...) get the right Chinese verdict, in time, without raising.
+Then the machinery itself: the hint rule, the readable numbers, the global state left as it was."""
+import math
+
 import pytest
 import torch
 
 import exercise_report
 import transformer_course.exercises as ex
 from conftest import ROOT
-from transformer_course.exercises._core import PASS, Exercise
-from wrong_attempts import GENERIC, try_attempt
+from transformer_course.exercises._core import PASS, Case, Exercise, Mistake, _number
+from wrong_attempts import GENERIC, generic_attempts, shortcuts, try_attempt
 
 MODULES = [getattr(ex, name) for name in ex.CHAPTERS]
 EXERCISES = [e for module in MODULES for e in module.EXERCISES]
 IDS = [e.name for e in EXERCISES]
+
+
+def _shapes(case: Case) -> tuple:
+    return tuple(tuple(a.shape) for a in case.args if isinstance(a, torch.Tensor))
 
 
 def test_every_chapter_module_lists_its_exercises():
@@ -27,34 +34,61 @@ def test_reference_passes(exercise):
 
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=IDS)
-def test_cases_differ_in_every_dimension(exercise):
-    shapes = [tuple(tuple(a.shape) for a in case if isinstance(a, torch.Tensor)) for case in exercise.make_cases()]
-    assert len(shapes) >= 3 and len(set(shapes)) == len(shapes)
+def test_cases_differ_in_size_and_include_a_twin(exercise):
+    """At least three different sizes (a swapped axis shows), and a twin: a later case with an earlier
+    case's shapes and a different answer (an answer cached by shape shows)."""
+    cases = exercise.cases()
+    shapes = [_shapes(c) for c in cases]
+    assert len(set(shapes)) >= 3
+    twins = [(i, j) for j in range(len(cases)) for i in range(j) if shapes[i] == shapes[j]]
+    assert any(_differ(exercise.expected(cases[i]), exercise.expected(cases[j])) for i, j in twins), shapes
+
+
+def _differ(a, b) -> bool:
+    if isinstance(a, tuple):
+        return any(_differ(x, y) for x, y in zip(a, b))
+    return a.shape != b.shape or not torch.equal(a.nan_to_num(), b.nan_to_num())
 
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=IDS)
 def test_each_typical_mistake_is_rejected_with_its_own_hint(exercise):
     assert len(exercise.mistakes) >= 3
+    assert len({m.hint for m in exercise.mistakes}) == len(exercise.mistakes)
     for mistake in exercise.mistakes:
         verdict = exercise.evaluate(mistake.fn)
         assert not verdict.passed
         assert mistake.hint in verdict.message, (mistake.hint, verdict.message)
 
 
+@pytest.mark.parametrize("exercise", [e for e in EXERCISES if shortcuts(e)],
+                         ids=[e.name for e in EXERCISES if shortcuts(e)])
+def test_each_forbidden_shortcut_is_rejected_with_its_reason(exercise):
+    for label, attempt, reason in shortcuts(exercise):
+        verdict = exercise.evaluate(attempt)
+        assert not verdict.passed and reason in verdict.message, (label, verdict.message)
+        assert attempt(*exercise.cases()[0].args) is not None  # the shortcut itself runs
+
+
 @pytest.mark.parametrize("exercise", EXERCISES, ids=IDS)
 @pytest.mark.parametrize("attempt", list(GENERIC))
 def test_generic_wrong_attempts_get_the_right_verdict_in_time(exercise, attempt):
-    make, expected = GENERIC[attempt]
-    outcome = try_attempt(exercise, f"generic: {attempt}", make(exercise.reference), expected)
+    if attempt not in generic_attempts(exercise):
+        pytest.skip("does not apply to this exercise")
+    generic = GENERIC[attempt]
+    before = torch.get_default_dtype(), torch.is_grad_enabled()
+    outcome = try_attempt(exercise, f"generic: {attempt}", generic.make(exercise.reference), generic.expected)
     assert outcome.rejected, outcome.message
     assert outcome.seconds < exercise.time_limit_s + 2, outcome  # never hangs: the endless loop is cut off
+    assert (torch.get_default_dtype(), torch.is_grad_enabled()) == before  # global state restored
+    assert "\n" not in outcome.message and "e+" not in outcome.message
 
 
 def test_the_catalogue_lists_every_exercise_with_its_counts():
     """docs/exercise-catalogue.md (written by tools/exercise_report.py) matches the exercises as they are.
     The tests above try every attempt, so the table is rebuilt from the counts, without trying them again."""
     rows = exercise_report.rows(run=False)
-    assert exercise_report.table(rows) in (ROOT / "docs" / "exercise-catalogue.md").read_text(encoding="utf-8"), \
+    text = (ROOT / "docs" / "exercise-catalogue.md").read_text(encoding="utf-8")
+    assert exercise_report.table(rows) in text and exercise_report.header() in text, \
         "run: python tools/exercise_report.py"
 
 
@@ -62,3 +96,79 @@ def test_check_prints_one_line(capsys):
     EXERCISES[0].check(EXERCISES[0].reference)
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and PASS in out
+
+
+# ---- the machinery, on a small exercise of its own --------------------------------------------
+
+def _double(x):
+    return 2 * x
+
+
+def _toy_cases():
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(2, 3, generator=g), torch.randn(4, 1, generator=g), torch.zeros(3, 2), torch.ones(2, 2)]
+
+
+TOY = Exercise("toy", _double, lambda: [(x,) for x in _toy_cases()],
+               mistakes=(Mistake("乘成了 3。", lambda x: 3 * x),))
+
+
+def test_a_hint_needs_the_mistake_on_every_case():
+    assert TOY.evaluate(lambda x: 3 * x).message == "toy：乘成了 3。"
+    # right on the first case, the mistake elsewhere: not the mistake, but where and by how much
+    verdict = TOY.evaluate(lambda x: 2 * x if x.shape == (2, 3) else 3 * x)
+    assert "乘成了 3" not in verdict.message and "第 2 组测试" in verdict.message and "下标 [" in verdict.message
+    assert "相差" in verdict.message
+
+
+def test_cases_where_the_mistake_is_right_do_not_count_against_it():
+    """On the all-zero case the mistake is within the tolerance of the right answer; so is the learner's
+    answer, though not within the tolerance of the mistake's: that case does not count against the hint."""
+    nudged = Exercise("toy", _double, TOY.make_cases, mistakes=(Mistake("乘成了 3。", lambda x: 3 * x + 8e-6),))
+    assert nudged.evaluate(lambda x: 3 * x + (8e-6 if x.abs().sum() else -8e-6)).message == "toy：乘成了 3。"
+
+
+def test_inf_and_huge_numbers_are_described_in_words():
+    huge = TOY.evaluate(lambda x: 2 * x.double() + 1.5e308).message
+    assert "e+" not in huge and "1.5×10^308" in huge and "极大" in huge
+    inf = TOY.evaluate(lambda x: 2 * x + math.inf).message
+    assert "出现了 inf" in inf
+    assert _number(1.5e308) == "1.5×10^308" and _number(3.2e-7) == "3.2×10^-7" and _number(131072.0) == "131072" and _number(0.12346) == "0.1235"
+
+
+def test_keyboard_interrupt_is_left_alone():
+    def interrupted(x):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        TOY.evaluate(interrupted)
+
+
+def test_a_check_leaves_no_watcher_behind():
+    import sys
+    watched = next(e for e in EXERCISES if any(r.course for r in e.forbidden))
+    profile = sys.getprofile()
+    for attempt in (watched.reference, GENERIC["raises"].make(watched.reference)):
+        watched.evaluate(attempt)
+    assert sys.getprofile() is profile
+    assert not torch.overrides._get_current_function_mode_stack()
+
+
+def test_a_case_can_loosen_the_tolerance_and_explain_itself():
+    big = Exercise("toy", _double, lambda: [(torch.ones(2, 3),), (torch.ones(4, 1),),
+                                            Case((torch.full((3, 2), 1e4),), atol=1e-2, note="这一组的数很大")])
+    assert big.evaluate(lambda x: 2 * x + 5e-3 * (x > 100)).passed  # within the large case's own tolerance
+    verdict = big.evaluate(lambda x: 2 * x + 0.5 * (x > 100))
+    assert "第 3 组测试" in verdict.message and verdict.message.endswith("（这一组的数很大）")
+
+
+def test_a_mistake_that_raises_is_named_when_the_learner_raises_alike():
+    """A mistake may raise on some cases (an index past the end): the learner's answers match it when
+    their function raises the same error there and gives the mistake's values elsewhere."""
+    def shifted(x):
+        if x.shape[0] == 4:
+            raise IndexError("index 4 is out of bounds")
+        return 2 * x + 1
+    raising = Exercise("toy", _double, TOY.make_cases, mistakes=(Mistake("加了 1。", shifted),))
+    assert raising.evaluate(shifted).message == "toy：加了 1。"
+    never_raises = raising.evaluate(lambda x: 2 * x + 1).message  # where the mistake raises, it answers
+    assert "加了 1" not in never_raises and "数值与参考答案不一致" in never_raises

@@ -1,10 +1,21 @@
 """The catalogue of wrong attempts every checker must answer with the right Chinese verdict.
 
-Generic attempts (built from the exercise's reference, so they fit any exercise): not done yet,
-raising, returning None, the wrong type, shape, dtype or device, NaN, editing the inputs in place,
-not passing a function, an endless loop. Then the exercise's own typical mistakes, each expected
-to get its own hint. ``tests/test_exercises.py`` asserts every verdict; ``tools/exercise_report.py``
-counts them per exercise for ``docs/exercise-catalogue.md``.
+Generic attempts are built from the exercise's reference, so they fit any exercise:
+
+* not done, raising, ``SystemExit``, not a function, an endless loop, and an endless loop whose
+  timeout is "swallowed" by ``try/except Exception`` or ``except BaseException``;
+* the wrong return value: ``None``, a list, a NumPy array, a sparse tensor, a list of tensors, a
+  tensor subclass, a dict, a generator, a Python float, the wrong shape, dtype (float32 where the
+  statement asks for float64) or device, NaN, an answer 0.1% off;
+* side effects: editing an input in place, ``requires_grad`` on an input, changing the default
+  dtype or the grad mode;
+* state kept between calls: the first call's answer returned forever, and answers cached by the
+  inputs' shapes (caught by the "twin" case: an earlier case's shapes with new values).
+
+Then the exercise's own typical mistakes, each expected to get its own hint, and the shortcuts its
+statement forbids (``Forbidden.example``), each expected to get the rule's reason.
+``tests/test_exercises.py`` asserts every verdict; ``tools/exercise_report.py`` counts them per
+exercise for ``docs/exercise-catalogue.md``.
 """
 from __future__ import annotations
 
@@ -16,7 +27,7 @@ import torch
 
 from transformer_course.exercises._core import NOT_DONE, Exercise
 
-ENDLESS_LOOP_LIMIT_S = 0.5  # the endless loop is tried with this time limit instead of the default
+ENDLESS_LOOP_LIMIT_S = 0.5  # attempts that never finish are tried with this time limit instead of the default
 
 
 def _map(out: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
@@ -31,9 +42,31 @@ def _not_done(*a):
     raise NotImplementedError
 
 
+def _exits(*a):
+    raise SystemExit(0)
+
+
 def _endless(*a):
     while True:
         pass
+
+
+def _swallows_timeout(*a):
+    try:
+        while True:
+            pass
+    except Exception:  # the learner's "safety net": the checker's alarm must get through it
+        return None
+
+
+def _swallows_everything(ref: Callable) -> Callable:
+    def attempt(*a):
+        try:
+            while True:
+                pass
+        except BaseException:  # even this: the checker notices that its alarm rang
+            return ref(*a)
+    return attempt
 
 
 def _other_dtype(t: torch.Tensor) -> torch.Tensor:
@@ -43,18 +76,104 @@ def _other_dtype(t: torch.Tensor) -> torch.Tensor:
     return t.long() if t.is_floating_point() else t.float()
 
 
-GENERIC: dict[str, tuple[Callable[[Callable], Any], str]] = {  # name -> (make attempt from reference, verdict)
-    "not done": (lambda ref: _not_done, NOT_DONE),
-    "raises": (lambda ref: _raises, "RuntimeError：boom"),
-    "returns None": (lambda ref: (lambda *a: None), "返回了 None"),
-    "wrong type": (lambda ref: (lambda *a: _map(ref(*a), lambda t: t.tolist())), "torch.Tensor"),
-    "wrong shape": (lambda ref: (lambda *a: _map(ref(*a), lambda t: t[..., :-1])), "形状不对"),
-    "wrong dtype": (lambda ref: (lambda *a: _map(ref(*a), _other_dtype)), "dtype 应为"),
-    "wrong device": (lambda ref: (lambda *a: _map(ref(*a), lambda t: t.to("meta"))), "设备不对"),
-    "NaN": (lambda ref: (lambda *a: _map(ref(*a), lambda t: torch.full_like(t, float("nan")))), "NaN"),
-    "in place": (lambda ref: (lambda *a: ref(*(a[0].mul_(2),) + a[1:])), "修改了传入的张量"),
-    "not callable": (lambda ref: 42, "请传入你写的函数本身"),
-    "endless loop": (lambda ref: _endless, "死循环"),
+class _Tagged(torch.Tensor):
+    """A tensor subclass, as some libraries return."""
+
+
+def _first_answer_forever(ref: Callable) -> Callable:
+    first: list = []
+
+    def attempt(*a):
+        if not first:
+            first.append(ref(*a))
+        return first[0]
+    return attempt
+
+
+def _cached_by_shape(ref: Callable) -> Callable:
+    cache: dict = {}
+
+    def attempt(*a):
+        key = tuple(tuple(x.shape) if isinstance(x, torch.Tensor) else
+                    repr(x) if isinstance(x, (int, float, str)) else type(x).__name__ for x in a)
+        if key not in cache:
+            cache[key] = ref(*a)
+        return cache[key]
+    return attempt
+
+
+def _first_float_input(a: tuple) -> int | None:
+    return next((i for i, x in enumerate(a) if isinstance(x, torch.Tensor) and x.is_floating_point()), None)
+
+
+def _grad_on_input(ref: Callable) -> Callable:
+    def attempt(*a):
+        a[_first_float_input(a)].requires_grad_()
+        return ref(*a)
+    return attempt
+
+
+def _sets_default_dtype(ref: Callable) -> Callable:
+    def attempt(*a):
+        torch.set_default_dtype(torch.float64)
+        return ref(*a)
+    return attempt
+
+
+def _turns_grad_off(ref: Callable) -> Callable:
+    def attempt(*a):
+        torch.set_grad_enabled(False)
+        return ref(*a)
+    return attempt
+
+
+def _has_float_input(exercise: Exercise) -> bool:
+    return _first_float_input(exercise.cases()[0].args) is not None
+
+
+def _asks_float64(exercise: Exercise) -> bool:
+    return exercise.dtype == torch.float64
+
+
+@dataclass(frozen=True)
+class Generic:
+    """A generic wrong attempt: ``make(reference)`` builds it, ``expected`` is text its verdict must contain."""
+
+    make: Callable[[Callable], Any]
+    expected: str
+    applies: Callable[[Exercise], bool] = lambda exercise: True
+
+
+GENERIC: dict[str, Generic] = {
+    "not done": Generic(lambda ref: _not_done, NOT_DONE),
+    "raises": Generic(lambda ref: _raises, "RuntimeError：boom"),
+    "SystemExit": Generic(lambda ref: _exits, "SystemExit"),
+    "not callable": Generic(lambda ref: 42, "请传入你写的函数本身"),
+    "endless loop": Generic(lambda ref: _endless, "死循环"),
+    "timeout swallowed by except Exception": Generic(lambda ref: _swallows_timeout, "死循环"),
+    "timeout swallowed by except BaseException": Generic(_swallows_everything, "死循环"),
+    "returns None": Generic(lambda ref: (lambda *a: None), "返回了 None"),
+    "list": Generic(lambda ref: (lambda *a: _map(ref(*a), lambda t: t.tolist())), "torch.Tensor"),
+    "NumPy array": Generic(lambda ref: (lambda *a: _map(ref(*a), lambda t: t.detach().numpy())), "NumPy"),
+    "sparse tensor": Generic(lambda ref: (lambda *a: _map(ref(*a), lambda t: t.to_sparse())), "稀疏张量"),
+    "list of tensors": Generic(lambda ref: (lambda *a: _map(ref(*a), lambda t: list(t.unbind(0)))), "torch.stack"),
+    "tensor subclass": Generic(lambda ref: (lambda *a: _map(ref(*a), lambda t: t.as_subclass(_Tagged))), "子类"),
+    "dict": Generic(lambda ref: (lambda *a: {"result": ref(*a)}), "dict"),
+    "generator": Generic(lambda ref: (lambda *a: (x for x in [ref(*a)])), "生成器"),
+    "Python float": Generic(lambda ref: (lambda *a: _map(ref(*a), lambda t: float(t.double().sum()))), "float"),
+    "wrong shape": Generic(lambda ref: (lambda *a: _map(ref(*a), lambda t: t[..., :-1])), "形状不对"),
+    "wrong dtype": Generic(lambda ref: (lambda *a: _map(ref(*a), _other_dtype)), "dtype 应为"),
+    "float32 where float64 is asked": Generic(lambda ref: (lambda *a: _map(ref(*a), lambda t: t.float())),
+                                              "torch.float64（题目要求）", _asks_float64),
+    "wrong device": Generic(lambda ref: (lambda *a: _map(ref(*a), lambda t: t.to("meta"))), "设备不对"),
+    "NaN": Generic(lambda ref: (lambda *a: _map(ref(*a), lambda t: torch.full_like(t, float("nan")))), "NaN"),
+    "0.1% off": Generic(lambda ref: (lambda *a: _map(ref(*a), lambda t: t * 1.001)), "数值与参考答案不一致"),
+    "in place": Generic(lambda ref: (lambda *a: ref(*(a[0].mul_(2),) + a[1:])), "修改了传入的张量"),
+    "requires_grad on an input": Generic(_grad_on_input, "requires_grad", _has_float_input),
+    "changes the default dtype": Generic(_sets_default_dtype, "默认 dtype"),
+    "turns grad mode off": Generic(_turns_grad_off, "梯度计算"),
+    "first answer forever": Generic(_first_answer_forever, "记住了之前调用的结果"),
+    "cached by the inputs' shapes": Generic(_cached_by_shape, "记住了之前调用的结果"),
 }
 
 
@@ -68,16 +187,28 @@ class Outcome:
     seconds: float
 
 
+def generic_attempts(exercise: Exercise) -> list[str]:
+    """The names of the generic attempts that apply to ``exercise``."""
+    return [name for name, g in GENERIC.items() if g.applies(exercise)]
+
+
+def shortcuts(exercise: Exercise) -> list[tuple[str, Any, str]]:
+    """``(label, attempt, reason)`` for every forbidden shortcut of the exercise that has an example."""
+    return [(f"shortcut {i}", rule.example, rule.reason)
+            for i, rule in enumerate(exercise.forbidden, start=1) if rule.example is not None]
+
+
 def attempts(exercise: Exercise) -> list[tuple[str, Any, str]]:
-    """``(label, attempt, expected text in the verdict)`` for every generic attempt and typical mistake."""
-    generic = [(f"generic: {name}", make(exercise.reference), text) for name, (make, text) in GENERIC.items()]
+    """``(label, attempt, expected text in the verdict)`` for every generic attempt, mistake and shortcut."""
+    generic = [(f"generic: {name}", GENERIC[name].make(exercise.reference), GENERIC[name].expected)
+               for name in generic_attempts(exercise)]
     own = [(f"mistake {i}", m.fn, m.hint) for i, m in enumerate(exercise.mistakes, start=1)]
-    return generic + own
+    return generic + own + shortcuts(exercise)
 
 
 def try_attempt(exercise: Exercise, label: str, attempt: Any, expected: str) -> Outcome:
     """Evaluate one attempt; it is rejected when the verdict fails it and contains ``expected``."""
-    if label == "generic: endless loop":
+    if "endless" in label or "timeout" in label:
         exercise = replace(exercise, time_limit_s=ENDLESS_LOOP_LIMIT_S)
     start = time.perf_counter()
     verdict = exercise.evaluate(attempt)

@@ -2,10 +2,10 @@
 
     python tools/exercise_report.py          # writes docs/exercise-catalogue.md, prints the slowest verdict
 
-The attempts are the catalogue in ``tests/wrong_attempts.py``: the generic ones (not done, raising,
-None, wrong type/shape/dtype/device, NaN, in-place edits, not a function, an endless loop) and the
-exercise's own typical mistakes. ``tests/test_exercises.py`` asserts every verdict and that the
-committed table is what this script writes.
+The attempts are the catalogue in ``tests/wrong_attempts.py``: the generic ones (crashes, endless
+loops even inside ``try/except``, odd return types, side effects, state kept between calls, ...),
+the exercise's own typical mistakes and the shortcuts its statement forbids. ``tests/test_exercises.py``
+asserts every verdict and that the committed table is what this script writes.
 """
 from __future__ import annotations
 
@@ -16,21 +16,47 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import transformer_course.exercises as ex  # noqa: E402
-from wrong_attempts import GENERIC, attempts, try_attempt  # noqa: E402
+from wrong_attempts import GENERIC, attempts, generic_attempts, shortcuts, try_attempt  # noqa: E402
 
 OUT = ROOT / "docs" / "exercise-catalogue.md"
 HEADER = """# Wrong attempts tried on every exercise checker
 
 Written by `python tools/exercise_report.py`; `tests/test_exercises.py` checks that this table is
-current. Generic attempts ({n_generic}): {generic}. Own mistakes: the exercise's typical conceptual
-mistakes, each of which must get its own hint. "Rejected" counts attempts whose verdict failed them
-with the expected Chinese message.
+current. "Rejected" counts attempts whose verdict failed them with the expected Chinese message.
+
+Generic attempts ({n_generic}, built from each exercise's reference; "generic" counts those that apply):
+
+{generic}
+
+Own mistakes: the exercise's typical conceptual mistakes (including off-by-one formulas and
+numerically naive versions: exp without subtracting the max, E[x²] − E[x]², log of a softmax), each
+of which must get its own hint; a hint is given only when the answer matches that mistake on every
+case. Shortcuts: what the statement forbids (a named torch function, the course package, indexing,
+Python loops, a T×T matrix), each of which must get the rule's reason.
 
 """
 
+CLASSES = {  # what each group of generic attempts checks, for the header
+    "crashes": ["not done", "raises", "SystemExit", "not callable"],
+    "never finishing": ["endless loop", "timeout swallowed by except Exception",
+                        "timeout swallowed by except BaseException"],
+    "odd return values": ["returns None", "list", "NumPy array", "sparse tensor", "list of tensors", "tensor subclass",
+                          "dict", "generator", "Python float", "wrong shape", "wrong dtype",
+                          "float32 where float64 is asked", "wrong device", "NaN", "0.1% off"],
+    "side effects": ["in place", "requires_grad on an input", "changes the default dtype", "turns grad mode off"],
+    "state kept between calls": ["first answer forever", "cached by the inputs' shapes"],
+}
 
-def rows(run: bool = True) -> list[tuple[str, str, int, int, int, float]]:
-    """``(chapter, exercise, generic tried, own mistakes tried, rejected, slowest verdict s)`` per exercise.
+
+def header() -> str:
+    """The catalogue's header: every generic attempt, by class."""
+    assert sorted(n for names in CLASSES.values() for n in names) == sorted(GENERIC), "classify every attempt"
+    generic = "\n".join(f"- {cls}: {', '.join(names)}" for cls, names in CLASSES.items())
+    return HEADER.format(n_generic=len(GENERIC), generic=generic)
+
+
+def rows(run: bool = True) -> list[tuple[str, str, int, int, int, int, float]]:
+    """``(chapter, exercise, generic, own mistakes, shortcuts, rejected, slowest verdict s)`` per exercise.
 
     ``run=False`` counts without trying (every attempt rejected, no time): what the table must say when
     ``tests/test_exercises.py`` has already tried each attempt on its own."""
@@ -40,27 +66,31 @@ def rows(run: bool = True) -> list[tuple[str, str, int, int, int, float]]:
             tried = attempts(exercise)
             outcomes = [try_attempt(exercise, *attempt) for attempt in tried] if run else []
             rejected = sum(o.rejected for o in outcomes) if run else len(tried)
-            result.append((chapter, exercise.name, len(GENERIC), len(exercise.mistakes), rejected,
-                           max((o.seconds for o in outcomes), default=0.0)))
+            for o in outcomes:
+                if not o.rejected:
+                    print(f"NOT REJECTED {exercise.name} {o.label}: {o.message}", file=sys.stderr)
+            result.append((chapter, exercise.name, len(generic_attempts(exercise)), len(exercise.mistakes),
+                           len(shortcuts(exercise)), rejected, max((o.seconds for o in outcomes), default=0.0)))
     return result
 
 
 def table(rows: list[tuple]) -> str:
     """The Markdown table (without the timing column, which varies from run to run)."""
-    lines = ["| chapter | exercise | generic | own mistakes | tried | rejected |", "| --- | --- | --- | --- | --- | --- |"]
-    lines += [f"| {c} | `{name}` | {g} | {m} | {g + m} | {r} |" for c, name, g, m, r, _ in rows]
-    tried, rejected = sum(g + m for _, _, g, m, _, _ in rows), sum(r[4] for r in rows)
-    lines.append(f"| **all** | **{len(rows)} exercises** | | | **{tried}** | **{rejected}** |")
+    lines = ["| chapter | exercise | generic | own mistakes | shortcuts | tried | rejected |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {c} | `{name}` | {g} | {m} | {s} | {g + m + s} | {r} |" for c, name, g, m, s, r, _ in rows]
+    tried, rejected = sum(g + m + s for _, _, g, m, s, _, _ in rows), sum(r[5] for r in rows)
+    lines.append(f"| **all** | **{len(rows)} exercises** | | | | **{tried}** | **{rejected}** |")
     return "\n".join(lines) + "\n"
 
 
 def main() -> int:
     found = rows()
-    OUT.write_text(HEADER.format(n_generic=len(GENERIC), generic=", ".join(GENERIC)) + table(found), encoding="utf-8")
-    slowest = max(found, key=lambda r: r[5])
-    print(f"wrote {OUT.relative_to(ROOT)}; slowest verdict {slowest[5]:.2f} s ({slowest[1]}, "
-          "the endless loop is cut off after 0.5 s per case)")
-    return 0 if all(r[4] == r[2] + r[3] for r in found) else 1
+    OUT.write_text(header() + table(found), encoding="utf-8")
+    slowest = max(found, key=lambda r: r[6])
+    print(f"wrote {OUT.relative_to(ROOT)}; slowest verdict {slowest[6]:.2f} s ({slowest[1]}, "
+          f"attempts that never finish are cut off after 0.5 s)")
+    return 0 if all(r[5] == r[2] + r[3] + r[4] for r in found) else 1
 
 
 if __name__ == "__main__":

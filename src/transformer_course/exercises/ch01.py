@@ -2,7 +2,8 @@
 
 Row-vector convention, as in ``x @ W``: an input ``x_t`` is ``(B, D)`` or ``(D,)``, ``W_ih`` is
 ``(D, H)``, ``W_hh`` is ``(H, H)``. Each exercise lists the typical mistakes it recognises;
-``tests/test_exercises.py`` proves that every one of them is rejected with its own hint.
+``tests/test_exercises.py`` proves that every one of them is rejected with its own hint. The last
+case of each exercise is a twin: the first case's shapes with new values (a cached answer shows).
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ def _randn(g: torch.Generator, *shape: int, scale: float = 1.0) -> Tensor:
 
 def _rnn_cases() -> list[tuple[Tensor, Tensor, Tensor, Tensor]]:
     g = torch.Generator().manual_seed(11)
-    dims = [(2, 5, 3, 4), (1, 7, 6, 2), (3, 4, 2, 5)]  # (B, T, D, H): all differ within a case
+    # (B, T, D, H): all differ within a case; a single step (T = 1); the twin of the first case
+    dims = [(2, 5, 3, 4), (1, 7, 6, 2), (3, 4, 2, 5), (4, 1, 3, 2), (2, 5, 3, 4)]
     return [(_randn(g, b, t, d), _randn(g, d, h, scale=d**-0.5), _randn(g, h, h, scale=h**-0.5), _randn(g, h))
             for b, t, d, h in dims]
 
@@ -54,6 +56,8 @@ RNN_LOOP = Exercise(
                 lambda x, wi, wh, b: _rnn(x, wi, wh, b, transpose=True)),
         Mistake("存错了隐状态：第 t 个输出应是读完 x_t 之后的 h_t，你存的是更新之前的 h_{t-1}（第一个输出成了全 0）。",
                 lambda x, wi, wh, b: _rnn(x, wi, wh, b, store_before=True)),
+        Mistake("激活函数用错了：RNN 的隐状态用 tanh（取值 -1..1，可正可负），你用的是 sigmoid。",
+                lambda x, wi, wh, b: _rnn(x, wi, wh, b, act=torch.sigmoid)),
     ),
 )
 check_rnn_forward = RNN_LOOP.check
@@ -63,16 +67,17 @@ check_rnn_forward = RNN_LOOP.check
 
 def _lstm_cases() -> list[tuple[Tensor, ...]]:
     g = torch.Generator().manual_seed(12)
-    dims = [(2, 3, 4), (5, 6, 2), (1, 4, 7)]  # (B, D, H)
+    dims = [(2, 3, 4), (5, 6, 2), (1, 4, 7), (2, 3, 4)]  # (B, D, H); the last: the first's twin
     return [(_randn(g, b, d), _randn(g, b, h), _randn(g, b, h), _randn(g, d, 4 * h, scale=d**-0.5),
              _randn(g, h, 4 * h, scale=h**-0.5), _randn(g, 4 * h)) for b, d, h in dims]
 
 
 def _lstm(x: Tensor, h: Tensor, c: Tensor, w_ih: Tensor, w_hh: Tensor, b: Tensor, *, order: str = "ifgo",
-          g_act=torch.tanh, tanh_c: bool = True, old_c: bool = False) -> tuple[Tensor, Tensor]:
+          g_act=torch.tanh, tanh_c: bool = True, old_c: bool = False,
+          input_gate: bool = True) -> tuple[Tensor, Tensor]:
     gates = dict(zip(order, (x @ w_ih + h @ w_hh + b).chunk(4, dim=-1)))  # 4 × (B, H)
     i, f, o = torch.sigmoid(gates["i"]), torch.sigmoid(gates["f"]), torch.sigmoid(gates["o"])
-    c_new = f * c + i * g_act(gates["g"])  # (B, H): forget some, write some
+    c_new = f * c + (i if input_gate else 1.0) * g_act(gates["g"])  # (B, H): forget some, write some
     h_new = o * (torch.tanh(c if old_c else c_new) if tanh_c else c_new)  # (B, H)
     return h_new, c_new
 
@@ -94,6 +99,8 @@ LSTM_STEP = Exercise(
                 lambda *a: _lstm(*a, tanh_c=False)),
         Mistake("h_t 要用更新之后的细胞状态：h_t = o ⊙ tanh(c_t)，你用的是旧的 c_{t-1}。",
                 lambda *a: _lstm(*a, old_c=True)),
+        Mistake("漏了输入门：c_t = f ⊙ c_{t-1} + i ⊙ g，候选值 g 要先乘输入门 i 再写入细胞状态。",
+                lambda *a: _lstm(*a, input_gate=False)),
     ),
 )
 check_lstm_step = LSTM_STEP.check
@@ -103,7 +110,7 @@ check_lstm_step = LSTM_STEP.check
 
 def _grad_cases() -> list[tuple[Tensor, Tensor, Tensor]]:
     g = torch.Generator().manual_seed(13)
-    dims = [(6, 3, 4), (9, 5, 2), (12, 4, 7)]  # (T, D, H)
+    dims = [(6, 3, 4), (9, 5, 2), (12, 4, 7), (1, 2, 3), (6, 3, 4)]  # (T, D, H); one step; the first's twin
     return [(_randn(g, t, d), _randn(g, d, h, scale=d**-0.5), _randn(g, h, h, scale=h**-0.5)) for t, d, h in dims]
 
 

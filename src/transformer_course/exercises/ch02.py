@@ -1,8 +1,9 @@
 """Checkers for chapter 2 (从文字到向量：token 与 embedding).
 
 Token ids are LongTensors; every answer is a float tensor. Each exercise lists the typical
-mistakes it recognises; ``tests/test_exercises.py`` proves that every one of them is rejected
-with its own hint.
+mistakes it recognises and the shortcuts its statement forbids; ``tests/test_exercises.py`` proves
+that every one of them is rejected with its own hint. Every exercise has an edge case (the ids 0 and
+``vocab_size - 1``, the shortest input) and a twin (the first case's shapes, new values).
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from ._core import Exercise, Mistake
+from ._core import Exercise, Forbidden, Mistake
 
 
 # ---- 练习 1: BPE's pair counts as a matrix -----------------------------------------------------
@@ -18,17 +19,20 @@ from ._core import Exercise, Mistake
 def _pair_cases() -> list[tuple[Tensor, int]]:
     g = torch.Generator().manual_seed(21)
     cases = []
-    for n, vocab_size in [(12, 10), (30, 16), (7, 6)]:
+    for n, vocab_size in [(12, 10), (30, 16), (7, 6), (12, 10)]:  # the last: the first's twin
         # ids below vocab_size / 2, and one pair repeated on purpose: counts of 2 and more occur
         ids = torch.randint(0, vocab_size // 2, (n,), generator=g)
         ids[:4] = torch.tensor([1, 2, 1, 2])
         cases.append((ids, vocab_size))
-    return cases
+    # the shortest input (one pair), with the first and the last id of the vocabulary
+    return cases + [(torch.tensor([8, 0]), 9)]
 
 
 def _pair_counts(ids: Tensor, vocab_size: int, *, step: int = 1, accumulate: bool = True,
-                 transpose: bool = False, wrap: bool = False) -> Tensor:
+                 transpose: bool = False, wrap: bool = False, drop_last: bool = False) -> Tensor:
     first, second = ids[:-1:step], ids[1::step]
+    if drop_last:  # range(len(ids) - 2): one pair short
+        first, second = ids[:-2], ids[1:-1]
     if wrap:  # also the pair (last, first), as torch.roll would give
         first, second = ids, torch.roll(ids, -1)
     if transpose:
@@ -56,6 +60,8 @@ PAIR_COUNTS = Exercise(
                 lambda ids, v: _pair_counts(ids, v, step=2)),
         Mistake("多数了一对：最后一个 token 后面没有东西，不能和第一个 token 配对（torch.roll 会绕回开头）。",
                 lambda ids, v: _pair_counts(ids, v, wrap=True)),
+        Mistake("漏了最后一对：N 个 token 有 N−1 个相邻对（循环是 range(len(ids) - 1)），最后一对 (ids[-2], ids[-1]) 也要数。",
+                lambda ids, v: _pair_counts(ids, v, drop_last=True)),
     ),
 )
 check_pair_counts = PAIR_COUNTS.check
@@ -65,15 +71,16 @@ check_pair_counts = PAIR_COUNTS.check
 
 def _embed_cases() -> list[tuple[Tensor, Tensor]]:
     g = torch.Generator().manual_seed(22)
-    dims = [(2, 5, 12, 3), (3, 4, 20, 6), (1, 7, 9, 5)]  # (B, T, V, C)
-    # ids below V / 2, so even the ids + 1 of a typical mistake stay inside the table
-    return [(torch.randint(0, v // 2, (b, t), generator=g), torch.randn(v, c, generator=g))
-            for b, t, v, c in dims]
+    dims = [(2, 5, 12, 3), (3, 4, 20, 6), (1, 7, 9, 5), (2, 5, 12, 3)]  # (B, T, V, C); the first's twin
+    # ids below V / 2, so that the ids + 1 of a typical mistake stay inside the table ...
+    cases = [(torch.randint(0, v // 2, (b, t), generator=g), torch.randn(v, c, generator=g)) for b, t, v, c in dims]
+    # ... except in the edge case: the first and the last row of the table are looked up
+    return cases + [(torch.tensor([[0, 7, 3], [7, 0, 0]]), torch.randn(8, 4, generator=g))]
 
 
-def _embed(ids: Tensor, weight: Tensor, *, shift: int = 0) -> Tensor:
-    one_hot = F.one_hot(ids + shift, num_classes=weight.shape[0]).to(weight.dtype)  # (B, T, V)
-    return one_hot @ weight  # (B, T, C)
+def _embed(ids: Tensor, weight: Tensor, *, shift: int = 0, num_classes: bool = True, cast: bool = True) -> Tensor:
+    one_hot = F.one_hot(ids + shift, num_classes=weight.shape[0] if num_classes else -1)  # (B, T, V)
+    return (one_hot.to(weight.dtype) if cast else one_hot) @ weight  # (B, T, C)
 
 
 def _embed_reference(ids: Tensor, weight: Tensor) -> Tensor:
@@ -93,6 +100,19 @@ EMBED = Exercise(
                 lambda ids, w: _embed(ids, w) * w.shape[1] ** 0.5),
         Mistake("差了一行：token_id 从 0 开始编号，第 i 个 token 对应 weight 的第 i 行，不要加 1。",
                 lambda ids, w: _embed(ids, w, shift=1)),
+        Mistake("F.one_hot 要写 num_classes=weight.shape[0]：不写时类别数是 ids.max() + 1，只有词表最后一个 token "
+                "恰好出现时形状才对得上。",
+                lambda ids, w: _embed(ids, w, num_classes=False)),
+        Mistake("F.one_hot 返回的是整数张量：先 .to(weight.dtype)（或 .float()），再与 weight 做矩阵乘法。",
+                lambda ids, w: _embed(ids, w, cast=False)),
+    ),
+    forbidden=(
+        Forbidden("本题要求用 one-hot 乘矩阵来查表，不要用索引 weight[ids]、index_select 或 nn.Embedding",
+                  functions=(torch.index_select, torch.Tensor.index_select,
+                             torch.take, torch.Tensor.take),
+                  indexing=True, example=lambda ids, w: w[ids]),
+        Forbidden("本题要求用 one-hot 乘矩阵来查表，不要调用 F.embedding 或 nn.Embedding",
+                  functions=(F.embedding, torch.embedding), example=lambda ids, w: F.embedding(ids, w)),
     ),
 )
 check_embed_onehot = EMBED.check
@@ -103,15 +123,16 @@ check_embed_onehot = EMBED.check
 def _grad_cases() -> list[tuple[Tensor, Tensor, int]]:
     g = torch.Generator().manual_seed(23)
     cases = []
-    for b, t, c, vocab_size in [(2, 6, 3, 10), (3, 5, 4, 7), (1, 9, 5, 12)]:
+    for b, t, c, vocab_size in [(2, 6, 3, 10), (3, 5, 4, 7), (1, 9, 5, 12), (2, 6, 3, 10)]:  # the first's twin
         ids = torch.randint(0, vocab_size - 2, (b, t), generator=g)  # the last 2 ids never occur
         ids[0, :2] = 1  # a repeated token: its gradients must add up
+        ids[-1, -1] = 0  # the first row of the table gets a gradient too
         cases.append((torch.randn(b, t, c, generator=g), ids, vocab_size))
     return cases
 
 
-def _emb_grad(grad_out: Tensor, ids: Tensor, vocab_size: int, *, how: str = "sum") -> Tensor:
-    flat_ids, flat_grad = ids.reshape(-1), grad_out.reshape(-1, grad_out.shape[-1])  # (B·T,), (B·T, C)
+def _emb_grad(grad_out: Tensor, ids: Tensor, vocab_size: int, *, how: str = "sum", shift: int = 0) -> Tensor:
+    flat_ids, flat_grad = ids.reshape(-1) + shift, grad_out.reshape(-1, grad_out.shape[-1])  # (B·T,), (B·T, C)
     grad = torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype)
     if how == "overwrite":
         grad[flat_ids] = flat_grad  # a repeated id keeps only one of its gradients
@@ -125,6 +146,12 @@ def _emb_grad(grad_out: Tensor, ids: Tensor, vocab_size: int, *, how: str = "sum
 
 def _grad_everywhere(grad_out: Tensor, vocab_size: int) -> Tensor:
     return grad_out.sum(dim=(0, 1)).expand(vocab_size, -1).clone()  # every row: (V, C)
+
+
+def _autograd_grad(grad_out: Tensor, ids: Tensor, vocab_size: int) -> Tensor:
+    weight = torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype, requires_grad=True)
+    (weight[ids] * grad_out).sum().backward()  # d/dweight of sum(out * grad_out) is dL/dweight
+    return weight.grad
 
 
 def _grad_reference(grad_out: Tensor, ids: Tensor, vocab_size: int) -> Tensor:
@@ -145,6 +172,13 @@ EMBED_GRAD = Exercise(
                 lambda go, ids, v: _grad_everywhere(go, v)),
         Mistake("batch 里的每条序列都要算上：你只用了第一条序列。",
                 lambda go, ids, v: _emb_grad(go[:1], ids[:1], v)),
+        Mistake("差了一行：token_id 从 0 开始编号，token i 的梯度加到第 i 行，不要加 1。",
+                lambda go, ids, v: _emb_grad(go, ids, v, shift=1)),
+    ),
+    forbidden=(
+        Forbidden("本题要求按公式手算梯度，不要调用 autograd（.backward()、torch.autograd.grad）",
+                  functions=(torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad),
+                  example=lambda go, ids, v: _autograd_grad(go, ids, v)),
     ),
 )
 check_embedding_grad = EMBED_GRAD.check

@@ -1,15 +1,32 @@
 """Checkers for chapter 5 (多头注意力).
 
-Each exercise lists the typical mistakes it recognises; ``tests/test_exercises.py`` proves that
-every one of them is rejected with its own hint.
+Each exercise lists the typical mistakes it recognises and the shortcuts its statement forbids (the
+course package: so the references here do not call it either); ``tests/test_exercises.py`` proves
+that every one of them is rejected with its own hint. Edge cases: one head, one feature per head,
+scores in the hundreds, the shortest sequence; the last ordinary case is the first case's twin.
 """
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from ..multihead import merge_heads, split_heads
-from ._core import Exercise, Mistake, randn as _randn
+from torch.nn import functional as F
+
+from .. import multihead as course
+from ._core import Case, Exercise, Forbidden, Mistake, randn as _randn
+from ._stability import LARGE_ATOL, LARGE_NOTE, NAIVE_HINT, naive_softmax
+
+
+def split_heads(x: Tensor, n_heads: int) -> Tensor:
+    """``(B, T, C) -> (B, H, T, C/H)``: head h owns the h-th slice of features."""
+    B, T, C = x.shape
+    return x.view(B, T, n_heads, C // n_heads).transpose(1, 2)
+
+
+def merge_heads(x: Tensor) -> Tensor:
+    """``(B, H, T, d) -> (B, T, H·d)``: the inverse of :func:`split_heads`."""
+    B, H, T, d = x.shape
+    return x.transpose(1, 2).reshape(B, T, H * d)
 
 
 
@@ -43,7 +60,8 @@ def _split_transposed_first(x: Tensor, n_heads: int) -> Tensor:
 
 def _split_cases() -> list[tuple[Tensor, int]]:
     g = torch.Generator().manual_seed(51)
-    dims = [(2, 5, 12, 3), (3, 7, 10, 2), (1, 6, 20, 4)]  # (B, T, C, H): d_head differs from all
+    # (B, T, C, H): d_head differs from all; one head; one feature per head; the first's twin
+    dims = [(2, 5, 12, 3), (3, 7, 10, 2), (1, 6, 20, 4), (2, 3, 4, 1), (4, 2, 3, 3), (2, 5, 12, 3)]
     return [(_randn(g, b, t, c), h) for b, t, c, h in dims]
 
 
@@ -59,28 +77,41 @@ SPLIT = Exercise(
         Mistake("先转置再 reshape 会打乱 token 与特征的对应：应先 view 成 (B, T, H, d_head)，再 transpose(1, 2)。",
                 _split_transposed_first),
     ),
+    forbidden=(
+        Forbidden("本题要求自己写出切分，不要调用课程包的 tc.split_heads", course=True, example=course.split_heads),
+    ),
 )
 check_split_heads = SPLIT.check
 
 
 # ---- 练习 2: the multi-head forward pass ----------------------------------------------------
 
-def _mha_cases() -> list[tuple[Tensor, Tensor, Tensor, int]]:
+def _mha_cases() -> list[tuple | Case]:
     g = torch.Generator().manual_seed(52)
-    dims = [(2, 5, 12, 3), (3, 4, 10, 2), (1, 7, 16, 4)]  # (B, T, C, H)
-    return [(_randn(g, b, t, c), _randn(g, c, 3 * c) / c**0.5, _randn(g, c, c) / c**0.5, h)
-            for b, t, c, h in dims]
+    dims = [(2, 5, 12, 3), (3, 4, 10, 2), (1, 7, 16, 4), (2, 3, 6, 1), (2, 5, 12, 3)]  # (B, T, C, H); twin
+    cases: list[tuple | Case] = [(_randn(g, b, t, c), _randn(g, c, 3 * c) / c**0.5, _randn(g, c, c) / c**0.5, h)
+                                 for b, t, c, h in dims]
+    large = (12.0 * _randn(g, 2, 4, 8), _randn(g, 8, 24) / 8**0.5, _randn(g, 8, 8) / 8**0.5, 2)  # scores ~ ±300
+    return cases + [Case(large, atol=LARGE_ATOL, note=LARGE_NOTE)]
 
 
 def _mha(x: Tensor, w_qkv: Tensor, w_o: Tensor, n_heads: int, *, split=split_heads,
          merge=merge_heads, scale: float | None = None, dim: int = -1,
-         project: bool = True) -> Tensor:
+         project: bool = True, softmax=torch.softmax) -> Tensor:
     C = x.shape[-1]
     q, k, v = (split(t, n_heads) for t in (x @ w_qkv).split(C, dim=-1))  # (B, H, T, d_head)
     scale = q.shape[-1] ** -0.5 if scale is None else scale
-    weights = torch.softmax(q @ k.transpose(-2, -1) * scale, dim=dim)   # (B, H, T, T)
+    weights = softmax(q @ k.transpose(-2, -1) * scale, dim=dim)   # (B, H, T, T)
     concat = merge(weights @ v)  # (B, T, C)
     return concat @ w_o if project else concat
+
+
+def _heads(x: Tensor, w_qkv: Tensor, n_heads: int, split, fused: bool = False) -> Tensor:
+    """Every head's attention output ``(B, H, T, d_head)``, the heads cut by ``split``."""
+    q, k, v = (split(t, n_heads) for t in (x @ w_qkv).split(x.shape[-1], dim=-1))
+    if fused:
+        return F.scaled_dot_product_attention(q, k, v)
+    return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1) @ v
 
 
 def _mha_reference(x: Tensor, w_qkv: Tensor, w_o: Tensor, n_heads: int) -> Tensor:
@@ -102,6 +133,16 @@ MHA = Exercise(
                 lambda x, w, o, h: _mha(x, w, o, h, split=_split_interleaved, merge=_merge_interleaved)),
         Mistake("softmax 的维度不对：每个 query 的权重要在所有 key 上归一化，即 dim=-1。",
                 lambda x, w, o, h: _mha(x, w, o, h, dim=-2)),
+        Mistake("缩放因子差了一点：除以 √d_head（d_head = C // H），你的结果像是除以了 √(d_head + 1)。",
+                lambda x, w, o, h: _mha(x, w, o, h, scale=(x.shape[-1] // h + 1) ** -0.5)),
+        Mistake(NAIVE_HINT, lambda x, w, o, h: _mha(x, w, o, h, softmax=naive_softmax)),
+    ),
+    forbidden=(
+        Forbidden("本题要求只用 torch 的基本运算（可以用你自己写的 my_split_heads），不要调用课程包（tc.*）",
+                  course=True, example=lambda x, w, o, h: course.merge_heads(_heads(x, w, h, course.split_heads)) @ o),
+        Forbidden("本题要求只用 torch 的基本运算写出多头注意力，不要调用 F.scaled_dot_product_attention 或 nn.MultiheadAttention",
+                  functions=(F.scaled_dot_product_attention, F.multi_head_attention_forward),
+                  example=lambda x, w, o, h: merge_heads(_heads(x, w, h, split_heads, fused=True)) @ o),
     ),
 )
 check_multi_head_attention = MHA.check
@@ -111,7 +152,7 @@ check_multi_head_attention = MHA.check
 
 def _prev_cases() -> list[tuple[Tensor]]:
     g = torch.Generator().manual_seed(53)
-    dims = [(2, 3, 5), (4, 2, 6), (1, 5, 7)]  # (B, H, T)
+    dims = [(2, 3, 5), (4, 2, 6), (1, 5, 7), (3, 4, 2), (2, 3, 5)]  # (B, H, T); the shortest T; the first's twin
     return [(torch.softmax(2.0 * _randn(g, b, h, t, t), dim=-1),) for b, h, t in dims]
 
 

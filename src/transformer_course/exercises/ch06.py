@@ -1,15 +1,21 @@
 """Checkers for chapter 6 (位置编码).
 
-Each exercise lists the typical mistakes it recognises; ``tests/test_exercises.py`` proves that
-every one of them is rejected with its own hint.
+Each exercise lists the typical mistakes it recognises (among them the off-by-one ones: base 10001,
+position + 1) and forbids the course package, as the statements do; ``tests/test_exercises.py``
+proves that every one of them is rejected with its own hint. Positions are consecutive from an
+offset (as after a KV cache), shuffled, with gaps, include 0, and reach a few hundred: large enough
+that base 10001 moves an angle by ~1e-3, small enough that float32 keeps it to ~1e-5. The
+references compute in float64. Every exercise has a twin case (an earlier case's sizes, new positions).
 """
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from ..positional import ALiBi, RotaryEmbedding, SinusoidalPositions, apply_rope, inverse_frequencies, rotate_half
-from ._core import Exercise, Mistake
+from .. import positional as course
+from ._core import Exercise, Forbidden, Mistake
+
+NO_COURSE = "本章的练习只用 torch 的基本运算，不要调用课程包（tc.SinusoidalPositions、tc.apply_rope、tc.ALiBi 等）"
 
 
 def _positions(start: int, length: int) -> Tensor:
@@ -17,10 +23,10 @@ def _positions(start: int, length: int) -> Tensor:
     return torch.arange(start, start + length)
 
 
-def _freq(d: int, exponent_step: int = 2, sign: float = -1.0) -> Tensor:
-    """``10000^(sign · exponent_step · i / d)`` for the ``d/2`` pairs; step 2 and sign -1 are right."""
-    i = torch.arange(d // 2).float()
-    return 10000.0 ** (sign * exponent_step * i / d)  # (d/2,)
+def _freq(d: int, exponent_step: int = 2, sign: float = -1.0, base: float = 10000.0) -> Tensor:
+    """``base^(sign · exponent_step · i / d)`` for the ``d/2`` pairs, float64; step 2, sign -1, base 10000 are right."""
+    i = torch.arange(d // 2, dtype=torch.float64)
+    return base ** (sign * exponent_step * i / d)  # (d/2,)
 
 
 def _interleave(even: Tensor, odd: Tensor) -> Tensor:
@@ -28,23 +34,34 @@ def _interleave(even: Tensor, odd: Tensor) -> Tensor:
     return torch.stack((even, odd), dim=-1).flatten(-2)
 
 
+def _angles(positions: Tensor, freq: Tensor) -> Tensor:
+    return positions.to(freq.dtype)[:, None] * freq[None, :]  # (T, d/2)
+
+
 # ---- 练习 1: sinusoidal encodings -------------------------------------------------------------
 
 def _sinusoidal_cases() -> list[tuple[Tensor, int]]:
-    # (start, T, d_model): T and d_model differ in each case; positions do not start at 0
-    return [(_positions(s, t), d) for s, t, d in [(3, 5, 8), (0, 7, 12), (20, 4, 6)]]
-
-
-def _sinusoidal_reference(positions: Tensor, d_model: int) -> Tensor:
-    return SinusoidalPositions(d_model)(positions)  # (T, d_model)
+    # (positions, d_model): consecutive from an offset, from 0, shuffled with gaps up to 500; the
+    # last has the first's sizes and other positions (the twin).
+    return [
+        (_positions(3, 5), 8),
+        (_positions(0, 7), 12),
+        (torch.tensor([417, 0, 36, 251, 9, 128]), 16),
+        (torch.tensor([20, 500, 2, 77]), 6),
+        (torch.tensor([40, 7, 300, 0, 123]), 8),
+    ]
 
 
 def _sinusoidal(positions: Tensor, d: int, freq: Tensor, swap: bool = False, halves: bool = False) -> Tensor:
-    angles = positions.float()[:, None] * freq[None, :]  # (T, d/2)
+    angles = _angles(positions, freq)  # (T, d/2)
     s, c = angles.sin(), angles.cos()
     if swap:
         s, c = c, s
     return torch.cat((s, c), dim=-1) if halves else _interleave(s, c)
+
+
+def _sinusoidal_reference(positions: Tensor, d_model: int) -> Tensor:
+    return _sinusoidal(positions, d_model, _freq(d_model))  # (T, d_model)
 
 
 SINUSOIDAL = Exercise(
@@ -61,8 +78,15 @@ SINUSOIDAL = Exercise(
                 lambda p, d: _sinusoidal(p, d, _freq(d, exponent_step=1))),
         Mistake("频率写反了：应除以 10000^(2i/d)（越往后的维度转得越慢），你乘上了它。",
                 lambda p, d: _sinusoidal(p, d, _freq(d, sign=1.0))),
-        Mistake("用了 0..T-1 而不是传入的 positions：位置不一定从 0 开始（例如有 KV cache 时从 cache.pos 开始）。",
+        Mistake("用了 0..T-1 而不是传入的 positions：位置不一定从 0 开始，也不一定连续（例如有 KV cache 时从 cache.pos 开始）。",
                 lambda p, d: _sinusoidal(torch.arange(len(p)), d, _freq(d))),
+        Mistake("底数差了一：ω_i = 1/10000^(2i/d)，底数是 10000，你的结果像是用了 10001。",
+                lambda p, d: _sinusoidal(p, d, _freq(d, base=10001.0))),
+        Mistake("位置差了一：第 t 行是位置 positions[t] 的编码，不要加 1。",
+                lambda p, d: _sinusoidal(p + 1, d, _freq(d))),
+    ),
+    forbidden=(
+        Forbidden(NO_COURSE, course=True, example=lambda p, d: course.SinusoidalPositions(d)(p)),
     ),
 )
 check_sinusoidal_encoding = SINUSOIDAL.check
@@ -73,9 +97,11 @@ check_sinusoidal_encoding = SINUSOIDAL.check
 def _shift_cases() -> list[tuple[Tensor, int]]:
     g = torch.Generator().manual_seed(62)
     cases = []
-    for t, d, k in [(4, 8, 3), (6, 10, 5), (3, 16, 11)]:  # (T, d_model, k)
+    # (T, d_model, k): k = 0 (no shift), negative, and large (where base 10001 shows); the last is
+    # the first's twin
+    for t, d, k in [(4, 8, 3), (6, 10, 5), (3, 16, 11), (5, 12, 0), (2, 6, -7), (7, 16, 450), (4, 8, 3)]:
         positions = torch.randperm(40, generator=g)[:t]  # unknown to the learner, not sorted
-        cases.append((SinusoidalPositions(d)(positions), k))
+        cases.append((_sinusoidal_reference(positions, d).float(), k))
     return cases
 
 
@@ -87,7 +113,7 @@ def _shift(pe: Tensor, k: int, freq: Tensor) -> Tensor:
 
 
 def _shift_reference(pe: Tensor, k: int) -> Tensor:
-    return _shift(pe, k, inverse_frequencies(pe.shape[-1]))
+    return _shift(pe, k, _freq(pe.shape[-1]).to(pe.dtype))
 
 
 SHIFT = Exercise(
@@ -98,14 +124,22 @@ SHIFT = Exercise(
     mistakes=(
         Mistake("转反了方向：你得到的是位置 p − k 的编码。sin((p+k)ω) = sin(pω)cos(kω) + cos(pω)sin(kω)，"
                 "cos((p+k)ω) = cos(pω)cos(kω) − sin(pω)sin(kω)。",
-                lambda pe, k: _shift(pe, -k, inverse_frequencies(pe.shape[-1]))),
+                lambda pe, k: _shift(pe, -k, _freq(pe.shape[-1]).float())),
         Mistake("位置编码不能直接相加：PE(p) + PE(k) ≠ PE(p + k)。偏移 k 对应的是每一对 (sin, cos) 的一次旋转，"
                 "即乘一个只依赖 k 的矩阵。",
-                lambda pe, k: pe + SinusoidalPositions(pe.shape[-1])(torch.tensor([k]))),
+                lambda pe, k: pe + _sinusoidal_reference(torch.tensor([k]), pe.shape[-1]).float()),
         Mistake("每一对的旋转角应是 k·ω_i，各对的频率 ω_i = 1/10000^(2i/d) 不同；你让所有对都转了同一个角度 k。",
                 lambda pe, k: _shift(pe, k, torch.ones(pe.shape[-1] // 2))),
         Mistake("频率的指数不对：第 i 对的频率是 1/10000^(2i/d)，你用的是 1/10000^(i/d)。",
-                lambda pe, k: _shift(pe, k, _freq(pe.shape[-1], exponent_step=1))),
+                lambda pe, k: _shift(pe, k, _freq(pe.shape[-1], exponent_step=1).float())),
+        Mistake("底数差了一：ω_i = 1/10000^(2i/d)，底数是 10000，你的结果像是用了 10001。",
+                lambda pe, k: _shift(pe, k, _freq(pe.shape[-1], base=10001.0).float())),
+        Mistake("多转了一步：你得到的是位置 p + k + 1 的编码；每一对只转 k·ω_i。",
+                lambda pe, k: _shift(pe, k + 1, _freq(pe.shape[-1]).float())),
+    ),
+    forbidden=(
+        Forbidden(NO_COURSE, course=True,
+                  example=lambda pe, k: _shift(pe, k, course.inverse_frequencies(pe.shape[-1]))),
     ),
 )
 check_shift_encoding = SHIFT.check
@@ -115,28 +149,34 @@ check_shift_encoding = SHIFT.check
 
 def _rope_cases() -> list[tuple[Tensor, Tensor]]:
     g = torch.Generator().manual_seed(63)
-    # (B, T, d, start): B, T, d differ in each case; d even; positions start after a "cache"
-    dims = [(2, 5, 8, 3), (3, 4, 6, 0), (1, 6, 12, 9)]
-    return [(torch.randn(b, t, d, generator=g), _positions(s, t)) for b, t, d, s in dims]
+    # (B, d, positions): B, T, d differ between cases; d even; positions after a "cache", from 0,
+    # shuffled with gaps up to 400; the last is the first's twin
+    cases = [(2, 8, _positions(3, 5)), (3, 6, _positions(0, 4)), (1, 12, _positions(9, 6)),
+             (2, 16, torch.tensor([400, 0, 57, 233, 12, 301, 88])), (2, 8, torch.tensor([61, 4, 350, 0, 17]))]
+    return [(torch.randn(b, len(p), d, generator=g), p) for b, d, p in cases]
 
 
-def _rope_reference(x: Tensor, positions: Tensor) -> Tensor:
-    cos, sin = RotaryEmbedding(x.shape[-1])(positions)  # (T, d) each
-    return apply_rope(x, cos, sin)  # (B, T, d)
-
-
-def _angles(positions: Tensor, d: int) -> Tensor:
-    return positions.float()[:, None] * _freq(d)[None, :]  # (T, d/2)
+def _rotate_half(x: Tensor) -> Tensor:
+    x1, x2 = x.chunk(2, dim=-1)  # (..., d/2) each
+    return torch.cat((-x2, x1), dim=-1)
 
 
 def _rope_half(x: Tensor, angles: Tensor, sign: float = 1.0) -> Tensor:
     """Half-split pairs (i, i + d/2) rotated by ``sign · angles`` laid out as given ``(T, d)``."""
-    return x * angles.cos() + sign * rotate_half(x) * angles.sin()
+    return x * angles.cos() + sign * _rotate_half(x) * angles.sin()
+
+
+def _rope(x: Tensor, positions: Tensor, **freq_options) -> Tensor:
+    return _rope_half(x, _angles(positions, _freq(x.shape[-1], **freq_options).to(x.dtype)).repeat(1, 2))
+
+
+def _rope_reference(x: Tensor, positions: Tensor) -> Tensor:
+    return _rope(x, positions)  # (B, T, d)
 
 
 def _rope_interleaved(x: Tensor, positions: Tensor) -> Tensor:
     """Adjacent pairs (2i, 2i+1) rotated (RoFormer's layout)."""
-    a = _angles(positions, x.shape[-1])  # (T, d/2)
+    a = _angles(positions, _freq(x.shape[-1]).to(x.dtype))  # (T, d/2)
     x1, x2 = x[..., 0::2], x[..., 1::2]  # (B, T, d/2) each
     return _interleave(x1 * a.cos() - x2 * a.sin(), x1 * a.sin() + x2 * a.cos())
 
@@ -149,17 +189,25 @@ ROPE = Exercise(
     mistakes=(
         Mistake("旋转方向反了：x·cos + rotate_half(x)·sin，其中 rotate_half([x1, x2]) = [−x2, x1]；"
                 "你转的是 −θ（sin 前的符号或 rotate_half 的符号错了）。",
-                lambda x, p: _rope_half(x, _angles(p, x.shape[-1]).repeat(1, 2), sign=-1.0)),
+                lambda x, p: _rope_half(x, _angles(p, _freq(x.shape[-1]).float()).repeat(1, 2), sign=-1.0)),
         Mistake("配对方式与题目约定不同：本题（与 Llama 的 Hugging Face 实现一样）把维度 i 与 i + d/2 配成一对，"
                 "你配的是相邻的 2i 与 2i+1（RoFormer 原文的写法）。",
                 lambda x, p: _rope_interleaved(x, p)),
         Mistake("角度的排布与配对方式不一致：维度 i 和 i + d/2 共用 θ_i，cos/sin 表应是 cat([θ, θ])，"
                 "你用了 repeat_interleave（θ0, θ0, θ1, θ1, …）。",
-                lambda x, p: _rope_half(x, _angles(p, x.shape[-1]).repeat_interleave(2, dim=-1))),
-        Mistake("用了 0..T-1 而不是传入的 positions：有 KV cache 时，新 token 的位置从 cache.pos 开始。",
-                lambda x, p: _rope_half(x, _angles(torch.arange(len(p)), x.shape[-1]).repeat(1, 2))),
+                lambda x, p: _rope_half(x, _angles(p, _freq(x.shape[-1]).float()).repeat_interleave(2, dim=-1))),
+        Mistake("用了 0..T-1 而不是传入的 positions：有 KV cache 时，新 token 的位置从 cache.pos 开始，也不一定连续。",
+                lambda x, p: _rope(x, torch.arange(len(p)))),
         Mistake("频率的指数不对：第 i 对的频率是 1/10000^(2i/d)，你用的是 1/10000^(i/d)。",
-                lambda x, p: _rope_half(x, (p.float()[:, None] * _freq(x.shape[-1], 1)[None, :]).repeat(1, 2))),
+                lambda x, p: _rope(x, p, exponent_step=1)),
+        Mistake("底数差了一：θ_i = 1/10000^(2i/d)，底数是 10000，你的结果像是用了 10001。",
+                lambda x, p: _rope(x, p, base=10001.0)),
+        Mistake("位置差了一：第 t 个向量按位置 positions[t] 旋转，不要加 1。",
+                lambda x, p: _rope(x, p + 1)),
+    ),
+    forbidden=(
+        Forbidden(NO_COURSE, course=True,
+                  example=lambda x, p: course.apply_rope(x, *course.RotaryEmbedding(x.shape[-1])(p))),
     ),
 )
 check_rope = ROPE.check
@@ -168,28 +216,31 @@ check_rope = ROPE.check
 # ---- 练习 4: ALiBi ---------------------------------------------------------------------------------
 
 def _alibi_cases() -> list[tuple[Tensor, int]]:
-    # (start, T, H): T and H differ in each case; H a power of two
-    return [(_positions(s, t), h) for s, t, h in [(0, 5, 4), (7, 3, 2), (2, 6, 8)]]
-
-
-def _alibi_reference(positions: Tensor, n_heads: int) -> Tensor:
-    return ALiBi(n_heads)(positions, positions)  # (H, T, T)
-
-
-def _alibi(positions: Tensor, slopes: Tensor, signed: bool = False, sign: float = -1.0) -> Tensor:
-    distance = positions[:, None] - positions[None, :]  # (T, T): i - j
-    distance = distance if signed else distance.abs()
-    return sign * slopes[:, None, None] * distance  # (H, T, T)
+    # (positions, H): T and H differ between cases; H a power of two; consecutive from 0 and from
+    # an offset, shuffled with gaps; the last is the third's twin (its sizes, other positions)
+    return [(_positions(0, 5), 4), (_positions(7, 3), 2), (_positions(2, 6), 8),
+            (torch.tensor([30, 2, 0, 91, 17, 64, 5]), 16), (torch.tensor([9, 0, 44, 3, 70, 12]), 8)]
 
 
 def _slopes(n: int, first: int = 1) -> Tensor:
-    return torch.tensor([2.0 ** (-8 * (h + first) / n) for h in range(n)])  # (H,)
+    return torch.tensor([2.0 ** (-8 * (h + first) / n) for h in range(n)], dtype=torch.float64)  # (H,)
+
+
+def _alibi(positions: Tensor, slopes: Tensor, signed: bool = False, sign: float = -1.0, extra: int = 0) -> Tensor:
+    distance = positions[:, None] - positions[None, :]  # (T, T): p_i - p_j
+    distance = distance if signed else distance.abs() + extra
+    return sign * slopes[:, None, None] * distance  # (H, T, T)
+
+
+def _alibi_reference(positions: Tensor, n_heads: int) -> Tensor:
+    return _alibi(positions, _slopes(n_heads))
 
 
 ALIBI = Exercise(
     name="alibi_bias",
     reference=_alibi_reference,
     make_cases=_alibi_cases,
+    atol=1e-4,  # biases up to ~60 with slopes 2^(-1/2), 2^(-1), ...: float32 rounds them to ~4e-6
     mistakes=(
         Mistake("符号反了：ALiBi 是惩罚，距离越远分数减得越多：bias = −m·|i − j|。",
                 lambda p, h: _alibi(p, _slopes(h), sign=1.0)),
@@ -202,6 +253,13 @@ ALIBI = Exercise(
                 lambda p, h: _alibi(p, _slopes(h).flip(0))),
         Mistake("每个头要有自己的斜率（一组几何级数），你给所有头用了同一个斜率。",
                 lambda p, h: _alibi(p, _slopes(h)[:1].expand(h))),
+        Mistake("用了 0..T-1 而不是传入的 positions：距离是位置之差 |p_i − p_j|，位置不一定连续。",
+                lambda p, h: _alibi(torch.arange(len(p)), _slopes(h))),
+        Mistake("距离多算了 1：bias[h, i, j] = −m_h·|p_i − p_j|，位置相同时偏置是 0。",
+                lambda p, h: _alibi(p, _slopes(h), extra=1)),
+    ),
+    forbidden=(
+        Forbidden(NO_COURSE, course=True, example=lambda p, h: course.ALiBi(h)(p, p)),
     ),
 )
 check_alibi_bias = ALIBI.check

@@ -1,7 +1,9 @@
 """Checkers for chapter 7 (前馈网络 FFN).
 
 Each exercise lists the typical mistakes it recognises; ``tests/test_exercises.py`` proves that
-every one of them is rejected with its own hint.
+every one of them is rejected with its own hint. The last case of each exercise is the first
+case's twin (its sizes, new values); silencing also meets the first and the last neuron, a neuron
+listed twice and an empty list.
 """
 from __future__ import annotations
 
@@ -17,16 +19,17 @@ from ._core import Exercise, Mistake, randn as _randn
 
 def _ffn_cases() -> list[tuple[Tensor, ...]]:
     g = torch.Generator().manual_seed(7)
-    dims = [(2, 3, 4, 16), (1, 5, 6, 24), (3, 2, 8, 12)]  # (B, T, C, d_ff): all differ
+    dims = [(2, 3, 4, 16), (1, 5, 6, 24), (3, 2, 8, 12), (2, 3, 4, 16)]  # (B, T, C, d_ff): all differ; twin
     return [
         (_randn(g, b, t, c), _randn(g, c, f) / c**0.5, _randn(g, f), _randn(g, f, c) / f**0.5, _randn(g, c))
         for b, t, c, f in dims
     ]
 
 
-def _ffn(x: Tensor, w1: Tensor, b1: Tensor | None, w2: Tensor, b2: Tensor, act=F.gelu) -> Tensor:
+def _ffn(x: Tensor, w1: Tensor, b1: Tensor | None, w2: Tensor, b2: Tensor | None, act=F.gelu) -> Tensor:
     h = x @ w1 if b1 is None else x @ w1 + b1  # (B, T, d_ff): expand
-    return act(h) @ w2 + b2  # (B, T, C): compress
+    out = act(h) @ w2  # (B, T, C): compress
+    return out if b2 is None else out + b2
 
 
 def _ffn_reference(x: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor) -> Tensor:
@@ -48,6 +51,10 @@ FFN = Exercise(
                 lambda x, w1, b1, w2, b2: F.gelu(_ffn(x, w1, b1, w2, b2))),
         Mistake("忘了第一层的偏置 b1：σ 的输入是 x @ w1 + b1。",
                 lambda x, w1, b1, w2, b2: _ffn(x, w1, None, w2, b2)),
+        Mistake("忘了第二层的偏置 b2：输出是 GELU(x @ w1 + b1) @ w2 + b2。",
+                lambda x, w1, b1, w2, b2: _ffn(x, w1, b1, w2, None)),
+        Mistake("GELU 用了 sigmoid 近似 x·σ(1.702x)；本题要求精确版本 F.gelu(h)（x·Φ(x)，Φ 是标准正态分布的累积分布函数）。",
+                lambda x, w1, b1, w2, b2: _ffn(x, w1, b1, w2, b2, act=lambda h: h * torch.sigmoid(1.702 * h))),
     ),
 )
 check_ffn = FFN.check
@@ -57,7 +64,7 @@ check_ffn = FFN.check
 
 def _swiglu_cases() -> list[tuple[Tensor, ...]]:
     g = torch.Generator().manual_seed(8)
-    dims = [(2, 3, 4, 10), (1, 6, 8, 12), (3, 4, 6, 16)]  # (B, T, C, d_ff)
+    dims = [(2, 3, 4, 10), (1, 6, 8, 12), (3, 4, 6, 16), (2, 3, 4, 10)]  # (B, T, C, d_ff); the first's twin
     return [
         (_randn(g, b, t, c), _randn(g, c, f) / c**0.5, _randn(g, c, f) / c**0.5, _randn(g, f, c) / f**0.5)
         for b, t, c, f in dims
@@ -93,8 +100,12 @@ check_swiglu = SWIGLU.check
 def _silence_cases() -> list[tuple[Tensor, ...]]:
     g = torch.Generator().manual_seed(9)
     cases = []
-    for n, c, f, k in [(5, 6, 16, 3), (3, 8, 12, 2), (7, 5, 20, 4)]:  # (N, C, d_ff, silenced)
+    for n, c, f, k in [(5, 6, 16, 3), (3, 8, 12, 2), (7, 5, 20, 4), (5, 6, 16, 3)]:  # (N, C, d_ff, silenced); twin
         neurons = torch.randperm(c, generator=g)[:k]  # (k,) indices below C and d_ff
+        cases.append((_randn(g, n, c), _randn(g, c, f) / c**0.5, _randn(g, f).abs() + 0.1,
+                      _randn(g, f, c) / f**0.5, _randn(g, c), neurons))
+    # edges: the first and the last neuron (beyond C), one listed twice; then no neuron at all
+    for n, c, f, neurons in [(4, 3, 10, torch.tensor([9, 0, 9])), (2, 4, 6, torch.tensor([], dtype=torch.long))]:
         cases.append((_randn(g, n, c), _randn(g, c, f) / c**0.5, _randn(g, f).abs() + 0.1,
                       _randn(g, f, c) / f**0.5, _randn(g, c), neurons))
     return cases
@@ -149,6 +160,8 @@ SILENCE = Exercise(
                 _output_dims),
         Mistake("反了：应关掉列出的神经元、保留其余的，而你只保留了列出的那些。",
                 _inverted),
+        Mistake("下标差了一：neurons 里的数就是隐藏层的下标（从 0 开始），不要加 1。",
+                lambda x, w1, b1, w2, b2, neurons: _silence_reference(x, w1, b1, w2, b2, neurons + 1)),
     ),
 )
 check_silence_neurons = SILENCE.check

@@ -1,7 +1,9 @@
 """Checkers for chapter 8 (残差、LayerNorm 与 Transformer Block).
 
-Each exercise lists the typical mistakes it recognises; ``tests/test_exercises.py`` proves that
-every one of them is rejected with its own hint.
+Each exercise lists the typical mistakes it recognises (LayerNorm's among them: the variance as
+E[x²] − E[x]², which only inputs with a large mean and a small spread expose) and the shortcuts its
+statement forbids; ``tests/test_exercises.py`` proves that every one of them is rejected with its
+own hint. The last ordinary case of each exercise is the first case's twin (its sizes, new values).
 """
 from __future__ import annotations
 
@@ -9,21 +11,36 @@ import math
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 
 from ..ffn import FeedForward
 from ..multihead import MultiHeadAttention
 from ..norm import LayerNorm
-from ._core import Exercise, Mistake, randn as _randn
-
+from ._core import Case, Exercise, Forbidden, Mistake, randn as _randn
 
 
 # ---- 练习 1: LayerNorm by hand --------------------------------------------------------------
 # The cases use a large eps (0.1 to 0.5) so that where eps sits makes a visible difference.
 
-def _layer_norm_cases() -> list[tuple]:
+LARGE_MEAN_NOTE = "这一组输入的均值约为 1e4、波动只有 1 左右：方差要先减去均值再平方，否则相减抵消会吃掉全部精度"
+
+
+def _layer_norm_cases() -> list[tuple | Case]:
     g = torch.Generator().manual_seed(11)
-    dims = [(2, 3, 5, 0.1), (1, 4, 8, 0.25), (3, 2, 6, 0.5)]  # (B, T, C, eps)
-    return [(3 + 2 * _randn(g, b, t, c), 1 + _randn(g, c), _randn(g, c), eps) for b, t, c, eps in dims]
+    dims = [(2, 3, 5, 0.1), (1, 4, 8, 0.25), (3, 2, 6, 0.5), (2, 3, 5, 0.1)]  # (B, T, C, eps); the first's twin
+    cases: list[tuple | Case] = [(3 + 2 * _randn(g, b, t, c), 1 + _randn(g, c), _randn(g, c), eps)
+                                 for b, t, c, eps in dims]
+    # A mean of 10^4 and a spread of ~1, on a grid of 1/16 (C = 16): every value, sum and centred square
+    # is exact in float32, so a two-pass variance is exact, while E[x²] − E[x]² subtracts two numbers
+    # near 10^8, where float32 steps by 8.
+    x = 10_000 + torch.randint(-24, 25, (3, 4, 16), generator=g) / 16
+    return cases + [Case((x, 1 + _randn(g, 16), _randn(g, 16), 0.1), note=LARGE_MEAN_NOTE)]
+
+
+def _naive_ln(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    mean = x.mean(dim=-1, keepdim=True)
+    var = (x * x).mean(dim=-1, keepdim=True) - mean * mean  # E[x²] − E[x]²: cancels catastrophically
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
 
 
 def _ln(x: Tensor, weight: Tensor, bias: Tensor, eps: float, *, dim: int = -1, unbiased: bool = False,
@@ -32,6 +49,14 @@ def _ln(x: Tensor, weight: Tensor, bias: Tensor, eps: float, *, dim: int = -1, u
     var = x.var(dim=dim, keepdim=True, unbiased=unbiased)
     std = torch.sqrt(var + eps) if eps_inside else torch.sqrt(var) + eps
     return (x - mean) / std * weight + bias
+
+
+def _course_ln(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    norm = LayerNorm(x.shape[-1], eps=eps)  # the course package's
+    with torch.no_grad():
+        norm.weight.copy_(weight)
+        norm.bias.copy_(bias)
+    return norm(x)
 
 
 def _layer_norm_reference(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
@@ -55,6 +80,16 @@ LAYER_NORM = Exercise(
                 lambda x, w, b, eps: _ln(x, torch.ones_like(w), torch.zeros_like(b), eps)),
         Mistake("顺序不对：应先乘 weight 再加 bias（x̂ · γ + β），你算的是 (x̂ + β) · γ。",
                 lambda x, w, b, eps: (_ln(x, torch.ones_like(w), torch.zeros_like(b), eps) + b) * w),
+        Mistake("数值不稳定：均值很大（约 1e4）而波动很小时，E[x²] − E[x]² 是两个约 1e8 的数相减，float32 在那里的间隔是 8，"
+                "方差只剩噪声（甚至成了负数）。先减去均值再平方：((x − μ)²).mean()，或 x.var(unbiased=False)。",
+                _naive_ln),
+    ),
+    forbidden=(
+        Forbidden("本题要求用 mean、var、sqrt 等基本运算手写 LayerNorm，不要调用 torch.nn.functional.layer_norm（或 nn.LayerNorm）",
+                  functions=(F.layer_norm, torch.layer_norm, torch.native_layer_norm, F.group_norm, F.instance_norm),
+                  example=lambda x, w, b, eps: F.layer_norm(x, (x.shape[-1],), w, b, eps)),
+        Forbidden("本题要求手写 LayerNorm，不要调用课程包（tc.LayerNorm）",
+                  course=True, example=lambda x, w, b, eps: _course_ln(x, w, b, eps)),
     ),
 )
 check_layer_norm = LAYER_NORM.check
@@ -64,7 +99,7 @@ check_layer_norm = LAYER_NORM.check
 
 def _rms_norm_cases() -> list[tuple]:
     g = torch.Generator().manual_seed(12)
-    dims = [(2, 5, 4, 0.1), (3, 2, 7, 0.3), (1, 6, 9, 0.2)]  # (B, T, C, eps)
+    dims = [(2, 5, 4, 0.1), (3, 2, 7, 0.3), (1, 6, 9, 0.2), (2, 5, 4, 0.1)]  # (B, T, C, eps); the first's twin
     return [(1 + 2 * _randn(g, b, t, c), 1 + _randn(g, c), eps) for b, t, c, eps in dims]
 
 
@@ -87,6 +122,8 @@ RMS_NORM = Exercise(
                 lambda x, w, eps: x / (torch.sqrt(x.pow(2).mean(-1, keepdim=True)) + eps) * w),
         Mistake("忘了乘可学习的缩放 weight（γ）。",
                 lambda x, w, eps: _rms_norm_reference(x, torch.ones_like(w), eps)),
+        Mistake("均值的分母差了一：mean(x²) 是平方和除以 C，你除以的是 C − 1。",
+                lambda x, w, eps: x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) / (x.shape[-1] - 1) + eps) * w),
     ),
 )
 check_rms_norm = RMS_NORM.check
@@ -107,7 +144,7 @@ def _randomise(module: nn.Module, g: torch.Generator) -> nn.Module:
 def _block_cases() -> list[tuple]:
     g = torch.Generator().manual_seed(13)
     cases = []
-    for b, t, c, h in [(2, 3, 8, 2), (1, 5, 12, 3), (3, 4, 6, 1)]:  # (B, T, C, heads)
+    for b, t, c, h in [(2, 3, 8, 2), (1, 5, 12, 3), (3, 4, 6, 1), (2, 3, 8, 2)]:  # (B, T, C, heads); twin
         mha = _randomise(MultiHeadAttention(c, h), g)
         ffn = _randomise(FeedForward(c, 2 * c + 4), g)
         norm1, norm2 = _randomise(LayerNorm(c), g), _randomise(LayerNorm(c), g)
@@ -145,6 +182,7 @@ PRE_LN_BLOCK = Exercise(
     name="pre_ln_block",
     reference=_block_reference,
     make_cases=_block_cases,
+    reference_dtype=None,  # the parts are float32 modules
     mistakes=(
         Mistake("这是 Post-LN（原始 Transformer）：norm(x + f(x))。Pre-LN 是 x + f(norm(x))，残差路径上不做归一化。",
                 lambda x, a, f, n1, n2: n2((lambda y: y + f(y))(n1(x + a(x))))),

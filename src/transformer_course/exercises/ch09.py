@@ -1,7 +1,10 @@
 """Checkers for chapter 9 (三种架构，以及为什么 Decoder-only 赢了).
 
-Each exercise lists the typical mistakes it recognises; ``tests/test_exercises.py`` proves that
-every one of them is rejected with its own hint.
+Each exercise lists the typical mistakes it recognises (among them the numerically naive ones,
+which only the cases of large magnitude expose); ``tests/test_exercises.py`` proves that every one
+of them is rejected with its own hint. Edge cases: prefix lengths 0, 1 and T; position 0 selected,
+every position of a row selected; no sequence at full length, a sequence of one token. The last
+ordinary case of each exercise is the first case's twin (its sizes, new values).
 """
 from __future__ import annotations
 
@@ -10,17 +13,24 @@ from torch import Tensor
 from torch.nn import functional as F
 
 from ..attention import scaled_dot_product_attention
-from ._core import Exercise, Mistake, randn as _randn
+from ._core import Case, Exercise, Mistake, randn as _randn
+from ._stability import (BIG_LOGITS_NOTE, LARGE_ATOL, LARGE_NOTE, LOG_OF_SOFTMAX_HINT, NAIVE_HINT,
+                         NAIVE_LSE_HINT, naive_log_softmax, naive_softmax, overflowing_log_softmax)
 
 
 
 # ---- 练习 1: prefix-LM attention ----------------------------------------------------------
 
-def _prefix_cases() -> list[tuple[Tensor, Tensor, Tensor, int]]:
+def _prefix_cases() -> list[tuple | Case]:
     g = torch.Generator().manual_seed(91)
-    # (B, T, d_k, d_v, prefix_len): every dimension differs, 1 < prefix_len < T - 1.
-    dims = [(2, 6, 4, 3, 3), (1, 8, 5, 7, 2), (3, 7, 9, 2, 4)]
-    return [(_randn(g, b, t, dk), _randn(g, b, t, dk), _randn(g, b, t, dv), p) for b, t, dk, dv, p in dims]
+    # (B, T, d_k, d_v, prefix_len): every dimension differs, 1 < prefix_len < T - 1; then the edges
+    # prefix_len = 0 (plain causal), 1 and T (fully bidirectional); the last is the first's twin.
+    dims = [(2, 6, 4, 3, 3), (1, 8, 5, 7, 2), (3, 7, 9, 2, 4), (2, 5, 3, 4, 0), (1, 4, 6, 5, 4),
+            (3, 3, 2, 6, 1), (2, 6, 4, 3, 3)]
+    cases: list[tuple | Case] = [(_randn(g, b, t, dk), _randn(g, b, t, dk), _randn(g, b, t, dv), p)
+                                 for b, t, dk, dv, p in dims]
+    q, k = 12.0 * _randn(g, 2, 7, 8), 12.0 * _randn(g, 2, 7, 8)  # scores ~ ±300
+    return cases + [Case((q, k, _randn(g, 2, 7, 3), 3), atol=LARGE_ATOL, note=LARGE_NOTE)]
 
 
 def _prefix_mask(t: int, prefix_len: int, *, rows: bool = False) -> Tensor:
@@ -32,6 +42,12 @@ def _prefix_mask(t: int, prefix_len: int, *, rows: bool = False) -> Tensor:
 
 def _prefix_reference(q: Tensor, k: Tensor, v: Tensor, prefix_len: int) -> tuple[Tensor, Tensor]:
     return scaled_dot_product_attention(q, k, v, mask=_prefix_mask(q.shape[-2], prefix_len))
+
+
+def _naive_prefix(q: Tensor, k: Tensor, v: Tensor, prefix_len: int) -> tuple[Tensor, Tensor]:
+    scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(~_prefix_mask(q.shape[-2], prefix_len), -1e9)
+    w = naive_softmax(scores)
+    return w @ v, w
 
 
 def _mask_after_softmax(q: Tensor, k: Tensor, v: Tensor, prefix_len: int) -> tuple[Tensor, Tensor]:
@@ -56,6 +72,9 @@ PREFIX_LM = Exercise(
                 lambda q, k, v, p: scaled_dot_product_attention(q, k, v, mask=_prefix_mask(q.shape[-2], p + 1))),
         Mistake("掩码加在了 softmax 之后：被遮住的权重归零了，但每行之和不再是 1。应在 softmax 之前把分数设为 -inf。",
                 _mask_after_softmax),
+        Mistake("前缀少了一个位置：前缀是位置 0 … prefix_len-1（条件 j < prefix_len），你只放开了 j < prefix_len − 1。",
+                lambda q, k, v, p: scaled_dot_product_attention(q, k, v, mask=_prefix_mask(q.shape[-2], max(p - 1, 0)))),
+        Mistake(NAIVE_HINT, _naive_prefix),
     ),
 )
 check_prefix_lm_attention = PREFIX_LM.check
@@ -63,17 +82,30 @@ check_prefix_lm_attention = PREFIX_LM.check
 
 # ---- 练习 2: the masked-language-model loss -------------------------------------------------
 
-def _mlm_cases() -> list[tuple[Tensor, Tensor, Tensor]]:
+def _mlm_cases() -> list[tuple | Case]:
     g = torch.Generator().manual_seed(92)
-    cases = []
-    for b, t, v in [(2, 7, 11), (3, 5, 9), (4, 9, 6)]:  # (B, T, V)
+    cases: list[tuple | Case] = []
+    for b, t, v in [(2, 7, 11), (3, 5, 9), (4, 9, 6), (2, 7, 11)]:  # (B, T, V); the last: the first's twin
         logits = _randn(g, b, t, v)
         targets = torch.randint(0, v, (b, t), generator=g)
         selected = torch.rand(b, t, generator=g) < 0.3
         selected[:, 1] = True  # at least one scored and one unscored position in every sequence
         selected[:, 0] = False
         cases.append((logits, targets, selected))
-    return cases
+    # edges: position 0 selected, the last position alone, every position of a row
+    selected = torch.tensor([[True, False, False, True], [False, False, False, True], [True, True, True, True]])
+    cases.append((_randn(g, 3, 4, 5), torch.randint(0, 5, (3, 4), generator=g), selected))
+    # logits in the thousands: the softmax of a target that is not the likeliest underflows to 0.
+    # In row 0 every target is the likeliest token (every loss is ~0, and finite even then).
+    logits = 500.0 * _randn(g, 2, 5, 7)
+    targets = torch.randint(0, 7, (2, 5), generator=g)
+    targets[0] = logits[0].argmax(-1)
+    selected = torch.tensor([[False, False, True, False, False], [True, False, True, True, False]])
+    return cases + [Case((logits, targets, selected), atol=LARGE_ATOL, note=BIG_LOGITS_NOTE)]
+
+
+def _nll(log_probs: Tensor, targets: Tensor) -> Tensor:
+    return -log_probs.gather(-1, targets[..., None]).squeeze(-1)  # (B, T)
 
 
 def _token_losses(logits: Tensor, targets: Tensor) -> Tensor:
@@ -103,6 +135,10 @@ MLM_LOSS = Exercise(
                 lambda lo, t, s: _mean_over(_token_losses(lo, t), (~s).float())),
         Mistake("交叉熵要先做 log_softmax（或直接用 F.cross_entropy）：不能直接取目标 logit 的负值。",
                 lambda lo, t, s: _mean_over(-lo.gather(-1, t[..., None]).squeeze(-1), s.float())),
+        Mistake("log_softmax 的维度不对：要在最后一维（词表 V）上归一化，即 dim=-1。",
+                lambda lo, t, s: _mean_over(_nll(torch.log_softmax(lo, dim=1), t), s.float())),
+        Mistake(LOG_OF_SOFTMAX_HINT, lambda lo, t, s: _mean_over(_nll(naive_log_softmax(lo), t), s.float())),
+        Mistake(NAIVE_LSE_HINT, lambda lo, t, s: _mean_over(_nll(overflowing_log_softmax(lo), t), s.float())),
     ),
 )
 check_masked_lm_loss = MLM_LOSS.check
@@ -113,12 +149,13 @@ check_masked_lm_loss = MLM_LOSS.check
 def _similarity_cases() -> list[tuple[Tensor, Tensor]]:
     g = torch.Generator().manual_seed(93)
     cases = []
-    for b, t, c in [(3, 5, 4), (4, 7, 6), (5, 6, 8)]:  # (B, T, C)
+    for b, t, c in [(3, 5, 4), (4, 7, 6), (5, 6, 8), (3, 5, 4)]:  # (B, T, C); the last: the first's twin
         hidden = _randn(g, b, t, c) + 0.5  # an offset, so that padding changes the mean visibly
         lengths = torch.randint(2, t, (b,), generator=g)  # (B,): every sequence is padded
         lengths[0] = t  # ... except the first
         cases.append((hidden, lengths))
-    return cases
+    # edges: no sequence at full length, and a sequence of a single token
+    return cases + [(_randn(g, 4, 6, 3) + 0.5, torch.tensor([3, 1, 5, 2]))]
 
 
 def _real(hidden: Tensor, lengths: Tensor) -> Tensor:
@@ -155,6 +192,8 @@ SIMILARITY = Exercise(
     mistakes=(
         Mistake("平均时把 padding 也算进去了：只对每条序列的前 lengths[b] 个真实位置取平均。",
                 lambda h, n: _with_cosine(h.mean(1))),
+        Mistake("padding 要按每条序列自己的长度去掉：第 b 条只平均前 lengths[b] 个位置；你只截到了整批最长的 lengths.max()。",
+                lambda h, n: _with_cosine(h[:, : int(n.max())].mean(1))),
         Mistake("分母不对：padding 已经去掉了，但平均时要除以这条序列真实 token 的个数 lengths[b]，而不是序列长度 T。"
                 "（余弦相似度不在乎句向量的长度，所以 sims 看不出这个错，pooled 却只有正确值的 lengths[b] / T。）",
                 lambda h, n: _with_cosine(_masked_sum(h, n) / h.shape[1])),

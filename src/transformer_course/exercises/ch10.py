@@ -1,15 +1,21 @@
 """Checkers for chapter 10 (训练与推理：模型存了什么，怎样逐个生成).
 
-Each exercise lists the typical mistakes it recognises; ``tests/test_exercises.py`` proves that
-every one of them is rejected with its own hint.
+Each exercise lists the typical mistakes it recognises (among them the numerically naive ones,
+which only logits in the thousands expose) and top-k forbids the course package, as its statement
+does; ``tests/test_exercises.py`` proves that every one of them is rejected with its own hint.
+Edge cases: k = 1 and k = V, a nucleus of one token, the shortest sequence; the last ordinary case of
+each exercise is the first case's twin (its sizes, new values).
 """
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from ..generate import top_k_filter, top_p_filter
-from ._core import Exercise, Mistake
+from ..generate import top_k_filter as course_top_k_filter
+from ..generate import top_p_filter
+from ._core import Case, Exercise, Forbidden, Mistake
+from ._stability import (BIG_LOGITS_NOTE, LARGE_ATOL, LOG_OF_SOFTMAX_HINT, NAIVE_HINT, NAIVE_LSE_HINT,
+                         naive_log_softmax, naive_softmax, overflowing_log_softmax)
 
 NEG_INF = float("-inf")
 
@@ -22,7 +28,14 @@ def _logits(g: torch.Generator, rows: int, vocab: int) -> Tensor:
 
 def _top_k_cases() -> list[tuple[Tensor, int]]:
     g = torch.Generator().manual_seed(10)
-    return [(_logits(g, 2, 11), 3), (_logits(g, 4, 23), 5), (_logits(g, 3, 7), 1)]  # (B, V), k
+    # (B, V), k: k = 1 and k = V (nothing filtered) among them; the last is the first's twin
+    return [(_logits(g, 2, 11), 3), (_logits(g, 4, 23), 5), (_logits(g, 3, 7), 1), (_logits(g, 5, 6), 6),
+            (_logits(g, 2, 11), 3)]
+
+
+def top_k_filter(logits: Tensor, k: int) -> Tensor:
+    """The checker's own top-k (the learner may not call the course package, so neither may the reference)."""
+    return logits.masked_fill(logits < _kth_largest(logits, k), NEG_INF)
 
 
 def _top_k_reference(logits: Tensor, k: int) -> Tensor:
@@ -46,6 +59,12 @@ TOP_K = Exercise(
                 lambda z, k: z.masked_fill(z <= _kth_largest(z, k), NEG_INF)),
         Mistake("应返回过滤后的 logits（被去掉的位置是 -inf），而不是 softmax 之后的概率。",
                 lambda z, k: top_k_filter(z, k).softmax(dim=-1)),
+        Mistake("多留了一个：保留最大的 k 个，你留下了 k + 1 个（第 k 大的值是 topk(k).values[..., -1]）。",
+                lambda z, k: top_k_filter(z, k + 1)),
+    ),
+    forbidden=(
+        Forbidden("本题要求只用 torch 的基本运算（如 topk、masked_fill），不要调用课程包（tc.top_k_filter）",
+                  course=True, example=course_top_k_filter),
     ),
 )
 check_top_k = TOP_K.check
@@ -58,8 +77,12 @@ def _top_p_cases() -> list[tuple[Tensor, float]]:
     # The last case puts the mass before the third likeliest token exactly at p (exact in float32):
     # the nucleus is complete without it, which tells ">= p" from "> p".
     exact = torch.tensor([[0.125, 0.0625, 0.5, 0.0625, 0.25]]).log()  # (1, 5)
+    # Then a nucleus of a single token (p below the largest probability), logits in the thousands
+    # (one token holds all the mass; exp overflows), and the first case's twin.
     return [(_logits(g, 3, 13), 0.8), (_logits(g, 2, 29), 0.6), (_logits(g, 5, 8), 0.9),
-            (exact, 0.75)]  # (B, V), p
+            (exact, 0.75), (_logits(g, 4, 6), 0.05),
+            Case((500.0 * torch.randn(2, 9, generator=g), 0.9), atol=LARGE_ATOL, note=BIG_LOGITS_NOTE),
+            (_logits(g, 3, 13), 0.8)]  # (B, V), p
 
 
 def _top_p_reference(logits: Tensor, p: float) -> Tensor:
@@ -69,7 +92,7 @@ def _top_p_reference(logits: Tensor, p: float) -> Tensor:
 def _nucleus(logits: Tensor, p: float, *, scores: str = "probs", include_crossing: bool = True,
              strict: bool = False, descending: bool = True, unsort: bool = True) -> Tensor:
     """The nucleus filter with one step done wrong, as named by the keyword arguments."""
-    values = logits.softmax(dim=-1) if scores == "probs" else logits
+    values = {"probs": logits.softmax(dim=-1), "logits": logits, "naive": naive_softmax(logits)}[scores]
     sorted_values, order = values.sort(dim=-1, descending=descending)  # (B, V)
     cumulative = sorted_values.cumsum(dim=-1)
     mass_before = cumulative - sorted_values  # the probability ranked above each token
@@ -99,19 +122,24 @@ TOP_P = Exercise(
                 lambda z, p: _nucleus(z, p, descending=False)),
         Mistake("忘了把结果放回词表顺序：排序后得到的掩码要用 scatter（或按 argsort 的逆）映射回原来的位置。",
                 lambda z, p: _nucleus(z, p, unsort=False)),
+        Mistake(NAIVE_HINT, lambda z, p: _nucleus(z, p, scores="naive")),
     ),
+    reference_dtype=None,  # the boundary case is exact in float32, as the learner computes it
 )
 check_top_p = TOP_P.check
 
 
 # ---- 练习 3: log-probability of a continuation -----------------------------------------------
 
-def _log_prob_cases() -> list[tuple[Tensor, Tensor]]:
+def _log_prob_cases() -> list[tuple | Case]:
     g = torch.Generator().manual_seed(12)
     cases = []
-    for b, t, v in [(2, 5, 9), (3, 8, 6), (1, 4, 13)]:  # (B, T, V)
+    for b, t, v in [(2, 5, 9), (3, 8, 6), (1, 4, 13), (4, 2, 5), (2, 5, 9)]:  # (B, T, V); T = 2; twin
         cases.append((_logits(g, b * t, v).view(b, t, v), torch.randint(0, v, (b, t), generator=g)))
-    return cases
+    # logits in the thousands; in row 0 every next token is the likeliest one (its log-probability ~0)
+    logits, tokens = 250.0 * _logits(g, 12, 7).view(2, 6, 7), torch.randint(0, 7, (2, 6), generator=g)
+    tokens[0, 1:] = logits[0, :-1].argmax(-1)
+    return cases + [Case((logits, tokens), atol=1e-2, note=BIG_LOGITS_NOTE)]  # sums of log-probabilities ~ -1e3
 
 
 def _gathered(log_probs: Tensor, tokens: Tensor, shift: int = 1) -> Tensor:
@@ -128,6 +156,7 @@ LOG_PROB = Exercise(
     name="sequence_log_prob",
     reference=_log_prob_reference,
     make_cases=_log_prob_cases,
+    atol=1e-4,  # sums of up to 7 log-probabilities of ~-5: float32 rounds them to ~2e-6
     mistakes=(
         Mistake("错位了：位置 t 的 logits 预测的是下一个 token tokens[:, t+1]，"
                 "所以要用 logits[:, :-1] 去对 tokens[:, 1:]。",
@@ -138,6 +167,8 @@ LOG_PROB = Exercise(
                 lambda z, x: _gathered(z.log_softmax(dim=1), x).sum(dim=-1)),
         Mistake("应把各步的对数概率相加（序列概率是各步概率之积），而不是取平均。",
                 lambda z, x: _gathered(z.log_softmax(dim=-1), x).mean(dim=-1)),
+        Mistake(LOG_OF_SOFTMAX_HINT, lambda z, x: _gathered(naive_log_softmax(z), x).sum(dim=-1)),
+        Mistake(NAIVE_LSE_HINT, lambda z, x: _gathered(overflowing_log_softmax(z), x).sum(dim=-1)),
     ),
 )
 check_sequence_log_prob = LOG_PROB.check

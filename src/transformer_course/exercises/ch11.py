@@ -1,7 +1,10 @@
 """Checkers for chapter 11 (KV Cache).
 
-Each exercise lists the typical mistakes it recognises; ``tests/test_exercises.py`` proves that
-every one of them is rejected with its own hint.
+Each exercise lists the typical mistakes it recognises (among them a softmax that calls ``exp``
+without subtracting the max, which only the cases with scores in the hundreds expose);
+``tests/test_exercises.py`` proves that every one of them is rejected with its own hint. Edge cases:
+an empty cache, one K/V head per query head (MHA) and one for all (MQA), lengths 0 and 1; the last
+ordinary case of each exercise is the first case's twin (its sizes, new values).
 """
 from __future__ import annotations
 
@@ -9,23 +12,30 @@ import torch
 from torch import Tensor
 
 from ..attention import causal_mask, scaled_dot_product_attention
-from ._core import Exercise, Mistake, randn as _randn
+from ._core import Case, Exercise, Mistake, randn as _randn
+from ._stability import LARGE_ATOL, LARGE_NOTE, NAIVE_HINT, naive_softmax
 
 
 
 # ---- 练习 1: one attention step with a cache ---------------------------------------------------
 
-def _cached_cases() -> list[tuple[Tensor, ...]]:
+def _cached_cases() -> list[tuple | Case]:
     g = torch.Generator().manual_seed(20)
-    cases = []
-    # (B, H, T_past, T_new, d_head, d_v): a decode step (T_new = 1) and two chunks
-    for b, h, tp, tn, d, dv in [(2, 3, 5, 1, 4, 6), (1, 2, 7, 3, 8, 5), (3, 4, 6, 2, 5, 7)]:
+    cases: list[tuple | Case] = []
+    # (B, H, T_past, T_new, d_head, d_v): a decode step (T_new = 1), two chunks, an empty cache (the
+    # prefill), the first's twin; then scores in the hundreds
+    for b, h, tp, tn, d, dv in [(2, 3, 5, 1, 4, 6), (1, 2, 7, 3, 8, 5), (3, 4, 6, 2, 5, 7), (2, 2, 0, 4, 3, 5),
+                                (2, 3, 5, 1, 4, 6), (1, 2, 4, 3, 8, 2)]:
         q, k_new, v_new = _randn(g, b, h, tn, d), _randn(g, b, h, tn, d), _randn(g, b, h, tn, dv)
         cases.append((q, k_new, v_new, _randn(g, b, h, tp, d), _randn(g, b, h, tp, dv)))
-    return cases
+    q, k_new, v_new, k_past, v_past = cases.pop()
+    return cases + [Case((12.0 * q, 12.0 * k_new, v_new, 12.0 * k_past, v_past), atol=LARGE_ATOL, note=LARGE_NOTE)]
 
 
-def _attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+def _attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, softmax=None) -> Tensor:
+    if softmax is not None:
+        scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(~mask, float("-inf"))
+        return softmax(scores) @ v
     return scaled_dot_product_attention(q, k, v, mask=mask)[0]
 
 
@@ -56,6 +66,17 @@ def _no_mask(q, k_new, v_new, k_past, v_past):
     return _attend(q, k_all, v_all, None), k_all, v_all
 
 
+def _mask_one_too_far(q, k_new, v_new, k_past, v_past):
+    _, k_all, v_all = _cached_reference(q, k_new, v_new, k_past, v_past)
+    mask = torch.ones(q.shape[2], k_all.shape[2], dtype=torch.bool).tril(k_past.shape[2] + 1)  # sees i + 1 too
+    return _attend(q, k_all, v_all, mask), k_all, v_all
+
+
+def _naive(q, k_new, v_new, k_past, v_past):
+    _, k_all, v_all = _cached_reference(q, k_new, v_new, k_past, v_past)
+    return _attend(q, k_all, v_all, causal_mask(q.shape[2], k_all.shape[2]), softmax=naive_softmax), k_all, v_all
+
+
 def _mask_without_offset(q, k_new, v_new, k_past, v_past):
     _, k_all, v_all = _cached_reference(q, k_new, v_new, k_past, v_past)
     mask = torch.ones(q.shape[2], k_all.shape[2], dtype=torch.bool).tril()  # diagonal 0: wrong
@@ -74,6 +95,9 @@ CACHED = Exercise(
         Mistake("一次送进多个新 token 时还需要因果掩码：第 i 个新 token 不能看到排在它后面的新 token。", _no_mask),
         Mistake("掩码少了偏移：新 token 排在历史之后，第 i 个新 token 能看到的是前 T_past + i + 1 个位置，"
                 "即 tril(diagonal=T_past)，而不是左上角的三角。", _mask_without_offset),
+        Mistake("掩码的偏移多了一：第 i 个新 token 能看到前 T_past + i + 1 个位置，即 tril(diagonal=T_past)；"
+                "tril(diagonal=T_past + 1) 让它看到了下一个新 token。", _mask_one_too_far),
+        Mistake(NAIVE_HINT, _naive),
     ),
 )
 check_attend_with_cache = CACHED.check
@@ -81,16 +105,20 @@ check_attend_with_cache = CACHED.check
 
 # ---- 练习 2: grouped-query attention ----------------------------------------------------------
 
-def _gqa_cases() -> list[tuple[Tensor, Tensor, Tensor]]:
+def _gqa_cases() -> list[tuple | Case]:
     g = torch.Generator().manual_seed(21)
-    cases = []
-    for b, h, h_kv, t, d, dv in [(2, 6, 3, 5, 4, 7), (1, 4, 2, 6, 8, 3), (3, 8, 2, 4, 5, 6)]:
+    cases: list[tuple | Case] = []
+    # (B, H, H_kv, T, d, d_v): groups of 2 and 4, H_kv = H (plain MHA), H_kv = 1 (MQA), the first's
+    # twin; then scores in the hundreds
+    for b, h, h_kv, t, d, dv in [(2, 6, 3, 5, 4, 7), (1, 4, 2, 6, 8, 3), (3, 8, 2, 4, 5, 6), (2, 3, 3, 4, 6, 5),
+                                 (1, 4, 1, 3, 2, 6), (2, 6, 3, 5, 4, 7), (2, 4, 2, 5, 8, 3)]:
         cases.append((_randn(g, b, h, t, d), _randn(g, b, h_kv, t, d), _randn(g, b, h_kv, t, dv)))
-    return cases
+    q, k, v = cases.pop()
+    return cases + [Case((12.0 * q, 12.0 * k, v), atol=LARGE_ATOL, note=LARGE_NOTE)]
 
 
 def _gqa(q: Tensor, k: Tensor, v: Tensor, *, expand: str = "interleave", causal: bool = True,
-         scale: float | None = None) -> Tensor:
+         scale: float | None = None, naive: bool = False) -> Tensor:
     n_rep = q.shape[1] // k.shape[1]
     if expand == "interleave":  # query head h uses K/V head h // n_rep
         k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
@@ -99,6 +127,8 @@ def _gqa(q: Tensor, k: Tensor, v: Tensor, *, expand: str = "interleave", causal:
     else:  # every query head uses K/V head 0
         k, v = k[:, :1].expand(-1, q.shape[1], -1, -1), v[:, :1].expand(-1, q.shape[1], -1, -1)
     mask = causal_mask(q.shape[2]) if causal else None
+    if naive:
+        return _attend(q, k, v, causal_mask(q.shape[2]), softmax=naive_softmax)
     return scaled_dot_product_attention(q, k, v, mask=mask, scale=scale)[0]
 
 
@@ -120,6 +150,7 @@ GQA = Exercise(
                 lambda q, k, v: _gqa(q, k, v, expand="first")),
         Mistake("缺少缩放：softmax 之前要把分数除以 √d_head。",
                 lambda q, k, v: _gqa(q, k, v, scale=1.0)),
+        Mistake(NAIVE_HINT, lambda q, k, v: _gqa(q, k, v, naive=True)),
     ),
 )
 check_grouped_query_attention = GQA.check
@@ -132,17 +163,20 @@ GIB = 2**30
 
 def _gib_cases() -> list[tuple]:
     # (seq_lens, n_layers, n_heads, n_kv_heads, d_head, batch_size, bytes_per_value)
+    # lengths 0 and 1, unsorted; the last is the first's twin (its sizes and model, other lengths)
     return [
         (torch.tensor([128, 1024, 4096]), 12, 12, 4, 64, 3, 2),
         (torch.tensor([512, 8192]), 32, 32, 8, 128, 5, 2),
         (torch.tensor([16, 64, 256, 1024]), 6, 8, 2, 32, 7, 4),
+        (torch.tensor([1, 0, 300, 77, 2048]), 4, 16, 16, 8, 1, 1),
+        (torch.tensor([2048, 7, 640]), 12, 12, 4, 64, 3, 2),
     ]
 
 
 def _gib(seq_lens: Tensor, n_layers: int, heads: int, d_head: int, batch_size: int,
-         bytes_per_value: int, *, kv: int = 2, unit: float = GIB) -> Tensor:
+         bytes_per_value: int, *, kv: int = 2, unit: float = GIB, extra: int = 0) -> Tensor:
     per_position = kv * n_layers * heads * d_head * bytes_per_value
-    return seq_lens.double() * per_position * batch_size / unit  # (N,)
+    return (seq_lens.double() + extra) * per_position * batch_size / unit  # (N,)
 
 
 def _gib_reference(seq_lens, n_layers, n_heads, n_kv_heads, d_head, batch_size, bytes_per_value):
@@ -164,7 +198,10 @@ GIB_EXERCISE = Exercise(
                 lambda s, L, H, Hkv, d, B, nb: _gib(s, 1, Hkv, d, B, nb)),
         Mistake("少乘了 batch 大小：batch 里每条序列都有自己的缓存。",
                 lambda s, L, H, Hkv, d, B, nb: _gib(s, L, Hkv, d, 1, nb)),
+        Mistake("位置数差了一：长度为 N 的序列缓存 N 个位置的 K/V，不要加 1。",
+                lambda s, L, H, Hkv, d, B, nb: _gib(s, L, Hkv, d, B, nb, extra=1)),
     ),
+    dtype=torch.float64,  # the statement asks for float64
 )
 check_kv_cache_gib = GIB_EXERCISE.check
 

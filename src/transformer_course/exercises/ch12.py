@@ -1,7 +1,8 @@
 """Checkers for chapter 12 (上下文窗口).
 
-Each exercise lists the typical mistakes it recognises; ``tests/test_exercises.py`` proves that
-every one of them is rejected with its own hint.
+Each exercise lists the typical mistakes it recognises (among them the numerically naive ones,
+which only logits in the thousands expose); ``tests/test_exercises.py`` proves that every one of them
+is rejected with its own hint. The last ordinary case of each exercise is the first case's twin.
 """
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from ._core import Exercise, Mistake
+from ._core import Case, Exercise, Mistake
+from ._stability import (BIG_LOGITS_NOTE, LOG_OF_SOFTMAX_HINT, NAIVE_LSE_HINT, naive_log_softmax,
+                         overflowing_log_softmax)
 
 _F64 = torch.float64  # byte and token counts: exact integers far beyond 2**24
 
@@ -20,10 +23,12 @@ def _scores_cases() -> list[tuple]:
     # (lengths, n_layers, n_heads, n_kv_heads, d_head). The first case has every factor different
     # (2, n_layers, n_heads, n_heads / n_kv_heads) and a length where the two are exactly equal (24);
     # then GPT-2 small (multi-head) and a 7B-like model with grouped-query attention.
+    # The last is the first's twin (its model, other lengths, among them 1).
     return [
         (torch.tensor([16.0, 24.0, 100.0, 1000.0], dtype=_F64), 3, 4, 2, 8),
         (torch.tensor([64.0, 1024.0, 8192.0], dtype=_F64), 12, 12, 12, 64),
         (torch.tensor([512.0, 2048.0, 4096.0, 32768.0, 131072.0], dtype=_F64), 32, 32, 8, 128),
+        (torch.tensor([1.0, 48.0, 7.0, 4096.0], dtype=_F64), 3, 4, 2, 8),
     ]
 
 
@@ -55,7 +60,10 @@ SCORES = Exercise(
                 lambda n, L, h, kv, d: _scores_ratio(n, L, h, kv, d, per_query=torch.full_like(n, d))),
         Mistake("只数了因果掩码下的一半分数：可读实现存下的是完整的 N×N 矩阵，被遮住的位置也占着内存（分数里是 -inf，权重里是 0）。",
                 lambda n, L, h, kv, d: _scores_ratio(n, L, h, kv, d, per_query=(n + 1) / 2)),
+        Mistake("缓存里只有 K 和 V：因子是 2，不是 3（Q 用过就丢，不进缓存）。",
+                lambda n, L, h, kv, d: _scores_ratio(n, L, h, kv, d, kv=3)),
     ),
+    dtype=_F64,  # the statement asks for float64
 )
 check_scores_vs_cache = SCORES.check
 
@@ -69,19 +77,24 @@ def _window_cases() -> list[tuple]:
     # (gpu_bytes, weight_bytes, kv_bytes_per_token, position_limit, train_len). Each case has a GPU
     # too small for the weights, one where memory binds at a non-integer ratio, and ones where the
     # position limit or the training length binds.
+    # The third has a fraction above 1/2 (10 GiB: 11702.86 tokens) and an exact fit (11 GiB: 16384);
+    # the last is the first's twin: a GPU that holds the weights and nothing more.
     return [
         (torch.tensor([8.0, 16.0, 24.0], dtype=_F64) * GIB, 13.5 * GIB, 2.0**18 * 3, 32768, 4096),
         (torch.tensor([0.5, 2.0, 16.0, 48.0], dtype=_F64) * GIB, 1.0 * GIB, 2.0**17 * 5, 2048, 8192),
         (torch.tensor([6.0, 10.0, 11.0, 40.0, 141.0], dtype=_F64) * GIB, 7.5 * GIB, 2.0**15 * 7, 131072, 65536),
+        (torch.tensor([13.5, 14.0, 100.0], dtype=_F64) * GIB, 13.5 * GIB, 2.0**18 * 3, 32768, 4096),
     ]
 
 
 def _memory_limit(gpu: Tensor, weights: float, per_token: float, *, subtract: bool = True,
-                  floor: bool = True, clamp: bool = True) -> Tensor:
+                  floor: bool | str = True, clamp: bool = True) -> Tensor:
     free = gpu - weights if subtract else gpu  # (M,) bytes left for the cache
     if clamp:
         free = free.clamp(min=0)
     tokens = free / per_token
+    if isinstance(floor, str):  # "round" or "ceil": the wrong way to whole tokens
+        return getattr(torch, floor)(tokens)
     return tokens.floor() if floor else tokens
 
 
@@ -108,17 +121,27 @@ WINDOW = Exercise(
                 lambda g, w, p, pos, tr: _window(g, w, p, pos, 10**12)),
         Mistake("漏了位置编码这道闸门：位置编码不支持的长度，模型根本无法正确运行。",
                 lambda g, w, p, pos, tr: _window(g, w, p, 10**12, tr)),
+        Mistake("取整的方向不对：装不下的那一点零头不能算一个 token，要向下取整（torch.floor），不是四舍五入。",
+                lambda g, w, p, pos, tr: _window(g, w, p, pos, tr, floor="round")),
+        Mistake("取整的方向不对：要向下取整（torch.floor）；向上取整会多算一个放不下的 token。",
+                lambda g, w, p, pos, tr: _window(g, w, p, pos, tr, floor="ceil")),
     ),
+    dtype=_F64,  # the statement asks for float64
 )
 check_usable_window = WINDOW.check
 
 
 # ---- 练习 3: loss at each position (the tool of the extrapolation experiment) ----------------
 
-def _loss_cases() -> list[tuple[Tensor, Tensor]]:
+def _loss_cases() -> list[tuple | Case]:
     g = torch.Generator().manual_seed(12)
-    dims = [(3, 5, 7), (2, 9, 4), (5, 6, 11)]  # (B, T, V)
-    return [(torch.randn(b, t, v, generator=g) * 2, torch.randint(0, v, (b, t), generator=g)) for b, t, v in dims]
+    dims = [(3, 5, 7), (2, 9, 4), (5, 6, 11), (4, 1, 6), (3, 5, 7)]  # (B, T, V); T = 1; the first's twin
+    cases: list[tuple | Case] = [(torch.randn(b, t, v, generator=g) * 2, torch.randint(0, v, (b, t), generator=g))
+                                 for b, t, v in dims]
+    # logits in the thousands; at position 0 every target is the likeliest token (loss ~0)
+    logits, targets = 500.0 * torch.randn(3, 4, 6, generator=g), torch.randint(0, 6, (3, 4), generator=g)
+    targets[:, 0] = logits[:, 0].argmax(-1)
+    return cases + [Case((logits, targets), atol=1e-2, note=BIG_LOGITS_NOTE)]  # losses ~ 1e3
 
 
 def _token_losses(logits: Tensor, targets: Tensor) -> Tensor:
@@ -150,6 +173,8 @@ LOSS = Exercise(
                 lambda lg, tg: -_picked(lg.log_softmax(1), tg).mean(dim=0)),
         Mistake("多移了一位：targets[:, t] 已经是位置 t 要预测的 token，不需要再错开。",
                 lambda lg, tg: _loss_by_position(lg[:, :-1], tg[:, 1:])),
+        Mistake(LOG_OF_SOFTMAX_HINT, lambda lg, tg: -_picked(naive_log_softmax(lg), tg).mean(dim=0)),
+        Mistake(NAIVE_LSE_HINT, lambda lg, tg: -_picked(overflowing_log_softmax(lg), tg).mean(dim=0)),
     ),
 )
 check_loss_by_position = LOSS.check

@@ -17,7 +17,9 @@ import re
 import sys
 from typing import Any, Mapping
 
-from ._core import NOT_DONE, PASS, Verdict, _time_limit, _Timeout
+import torch
+
+from ._core import NOT_DONE, PASS, Verdict, _time_limit, _Timeout, _Timer
 
 LETTERS = ("A", "B", "C", "D")
 
@@ -65,23 +67,43 @@ class Review:
         return {q.number: q.answer for q in self.questions}
 
     def evaluate(self, fn: Any) -> Verdict:
-        """Call ``fn()``, validate the answers and grade them; never raises."""
+        """Call ``fn()``, validate the answers and grade them; never raises (except KeyboardInterrupt)."""
         if not callable(fn):
             return Verdict(False, f"{self.name}：请传入你写的函数本身（不要加括号调用它），收到的是 {type(fn).__name__}。")
+        default_dtype, grad = torch.get_default_dtype(), torch.is_grad_enabled()
+        answers, error, timer = None, None, _Timer()
         try:
-            with _time_limit(5.0):
+            with _time_limit(5.0) as timer:
                 answers = fn()
-        except NotImplementedError:
-            return Verdict(False, f"{self.name}：{NOT_DONE}——把 NotImplementedError 那一行换成 return {{题号: 选项字母, ...}}，再运行本单元。")
+        except KeyboardInterrupt:
+            raise
         except _Timeout:
-            return Verdict(False, f"{self.name}：你的函数运行超过 5 秒，可能有死循环。")
-        except Exception as e:  # the learner's bug, reported kindly
-            detail = str(e).splitlines()[0] if str(e) else ""
-            return Verdict(False, f"{self.name}：你的函数抛出了 {type(e).__name__}：{detail}".rstrip("："))
-        problem = self._validate(answers)
+            timer.fired = True
+        except BaseException as e:  # the learner's bug (SystemExit included), reported kindly
+            error = e
+        finally:
+            changed = torch.get_default_dtype() != default_dtype or torch.is_grad_enabled() != grad
+            torch.set_default_dtype(default_dtype)
+            torch.set_grad_enabled(grad)
+        if changed:
+            return Verdict(False, f"{self.name}：你的函数改动了 torch 的全局设置（默认 dtype 或梯度开关），检查器已把它恢复；"
+                                  "这里只需要返回答案字典。")
+        if isinstance(error, NotImplementedError):
+            return Verdict(False, f"{self.name}：{NOT_DONE}——把 NotImplementedError 那一行换成 return {{题号: 选项字母, ...}}，再运行本单元。")
+        if timer.fired:
+            return Verdict(False, f"{self.name}：你的函数运行超过 5 秒，可能有死循环（超时无法被 try/except 吞掉）。")
+        if isinstance(error, SystemExit):
+            return Verdict(False, f"{self.name}：你的函数调用了 exit()（抛出了 SystemExit）：请删掉它，用 return 返回答案。")
+        if error is not None:
+            detail = str(error).splitlines()[0] if str(error).strip() else ""
+            return Verdict(False, f"{self.name}：你的函数抛出了 {type(error).__name__}：{detail}".rstrip("："))
+        try:
+            problem = self._validate(answers)
+            chosen = {} if problem else {int(k): str(v).strip().upper() for k, v in answers.items()}
+        except Exception as e:  # a Mapping that cannot even be read
+            problem = f"无法读取你返回的 {type(answers).__name__}（{type(e).__name__}）：请返回普通的 dict。"
         if problem is not None:
             return Verdict(False, f"{self.name}：{problem}")
-        chosen = {int(k): str(v).strip().upper() for k, v in answers.items()}
         wrong = [q for q in self.questions if chosen[q.number] != q.answer]
         n = len(self.questions)
         if not wrong:
