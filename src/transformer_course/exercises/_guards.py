@@ -1,0 +1,200 @@
+"""Guards around one call of the learner's function: the time limit (SIGALRM), the watch on the torch
+calls it makes (forbidden functions, tensor indexing, oversized tensors, calls into the course package)
+and the checks for side effects (a changed default dtype or grad mode, edited or ``requires_grad`` inputs).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import types
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+if TYPE_CHECKING:  # for annotations only: _core imports this module
+    from ._core import Forbidden
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What one call of a function gave: its ``value``, or the ``error`` it raised; torch ``calls`` made."""
+
+    value: Any = None
+    error: BaseException | None = None
+    calls: int = 0
+
+
+# ---- time limit --------------------------------------------------------------------------------
+
+class _Timeout(BaseException):
+    """The alarm: a BaseException, so that the learner's ``except Exception`` cannot swallow it."""
+
+
+@dataclass
+class _Timer:
+    armed: bool = True
+    fired: bool = False
+
+
+@contextmanager
+def _time_limit(seconds: float) -> Iterator[_Timer]:
+    """Interrupt an endless loop with SIGALRM where the platform allows it (Unix, main thread).
+
+    The alarm repeats every 0.1 s while armed, and ``timer.fired`` records that it rang: a learner
+    who catches even ``BaseException`` and returns is still reported as too slow.
+    """
+    timer = _Timer()
+    usable = hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread()
+    if not usable:
+        yield timer
+        return
+
+    def _raise(signum: int, frame: Any) -> None:
+        if timer.armed:
+            timer.fired = True
+            raise _Timeout
+
+    previous = signal.signal(signal.SIGALRM, _raise)
+    signal.setitimer(signal.ITIMER_REAL, seconds, 0.1)
+    try:
+        yield timer
+    finally:
+        timer.armed = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+# ---- watching what the learner's code calls ---------------------------------------------------
+
+_EXERCISES_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def torch_name(func: Any) -> str:
+    """A readable name of a torch function as the learner writes it: ``F.softmax``, ``Tensor.softmax``."""
+    qualname = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
+    module = getattr(func, "__module__", None) or ""
+    short = qualname.split(".")[-1]
+    if qualname.startswith(("TensorBase.", "Tensor.")):
+        return f"Tensor.{short}"
+    if qualname.startswith("_VariableFunctionsClass.") or module == "torch":
+        return f"torch.{short}"
+    if module in ("torch.nn.functional", "torch._C._nn"):
+        return f"F.{short}"
+    return f"{module}.{qualname}" if module else qualname
+
+
+def _indexes_with_tensor(index: Any) -> bool:
+    parts = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(p, (torch.Tensor, list)) for p in parts)
+
+
+def _numel(out: Any) -> int:
+    if isinstance(out, torch.Tensor):
+        return out.numel()
+    if isinstance(out, (tuple, list)):
+        return max((_numel(o) for o in out), default=0)
+    return 0
+
+
+class _Watch(TorchFunctionMode):
+    """While the learner's function runs: count the torch calls and keep the first rule broken.
+
+    Torch calls are seen through ``__torch_function__`` (only those the learner's code makes: a torch
+    function's own inner calls are not seen); calls into the course package through ``sys.setprofile``.
+    """
+
+    def __init__(self, rules: Sequence[Forbidden], args: tuple) -> None:
+        super().__init__()
+        self.functions = {f: rule for rule in rules for f in rule.functions}
+        self.indexing = next((r for r in rules if r.indexing), None)
+        self.limits = [(r, r.max_numel(*args)) for r in rules if r.max_numel is not None]
+        self.course = next((r for r in rules if r.course), None)
+        self.calls = 0
+        self.broken: tuple[Forbidden, str] | None = None
+        self._profile_before: Any = None
+
+    def __enter__(self) -> "_Watch":
+        if self.course is not None:
+            self._profile_before = sys.getprofile()
+            sys.setprofile(self._profile)
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        try:
+            return super().__exit__(*exc)
+        finally:
+            if self.course is not None:
+                sys.setprofile(self._profile_before)
+
+    def _profile(self, frame: types.FrameType, event: str, arg: Any) -> None:
+        if event != "call" or self.broken is not None:
+            return
+        path = frame.f_code.co_filename
+        if path.startswith(_PACKAGE_DIR) and not path.startswith(_EXERCISES_DIR):
+            name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
+            self.broken = (self.course, f"课程包的 {name.replace('.<locals>', '')}")  # type: ignore[arg-type]
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        self.calls += 1
+        if self.broken is None:
+            try:
+                rule = self.functions.get(func)
+            except TypeError:  # an unhashable callable
+                rule = None
+            if rule is not None:
+                self.broken = (rule, torch_name(func))
+            elif (self.indexing is not None and func is torch.Tensor.__getitem__ and len(args) > 1
+                  and _indexes_with_tensor(args[1])):
+                self.broken = (self.indexing, "张量下标 x[ids]")
+        out = func(*args, **(kwargs or {}))
+        if self.broken is None:
+            for rule, limit in self.limits:
+                if _numel(out) > limit:
+                    shape = tuple(out.shape) if isinstance(out, torch.Tensor) else "?"
+                    self.broken = (rule, f"{torch_name(func)}，得到形状 {shape} 的张量")
+                    break
+        return out
+
+
+# ---- side effects ------------------------------------------------------------------------------
+
+def _global_side_effect(grad_changed: bool, dtype_changed: bool, default_dtype: torch.dtype) -> str | None:
+    if dtype_changed:
+        return (f"你的函数改动了全局的默认 dtype（torch.set_default_dtype），检查器已把它恢复为 {default_dtype}："
+                "需要别的精度时，请对单个张量用 .double() 或 dtype= 参数。")
+    if grad_changed:
+        return ("你的函数关掉了全局的梯度计算（torch.set_grad_enabled(False)，或没有配合 with 使用的 torch.no_grad()），"
+                "检查器已把它恢复：请用 with torch.no_grad(): 只包住需要的那几行。")
+    return None
+
+
+def _clone(args: tuple) -> tuple:
+    return tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)
+
+
+def _unchanged(before: torch.Tensor, after: torch.Tensor) -> bool:
+    if not isinstance(after, torch.Tensor) or after.dtype != before.dtype or after.shape != before.shape:
+        return False
+    with torch.no_grad():
+        return torch.equal(before, after) or (before.is_floating_point()
+                                               and torch.allclose(before, after, rtol=0.0, atol=0.0, equal_nan=True))
+
+
+def _call_quietly(fn: Callable[..., Any], args: tuple) -> _Outcome:
+    """Run one of the checker's own functions (a typical mistake) on a copy of ``args``."""
+    try:
+        with torch.enable_grad():
+            return _Outcome(fn(*_clone(args)))
+    except Exception as e:
+        return _Outcome(error=e)
