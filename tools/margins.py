@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 from portability import cpu_model, native_capability  # noqa: E402
+from transformer_course.utils import _OPS  # noqa: E402  (the comparisons tc.claim makes)
 
 PATHS = ("native", "default")
 
@@ -85,15 +86,11 @@ def summarise(runs: list[dict]) -> list[dict]:
     out = []
     for row in rows.values():
         v = row["values"]
-        holds = [_holds(x, row["op"], row["bound"]) for x in v]
+        holds = [_OPS[row["op"]](x, row["bound"]) for x in v]
         worst = min(v) if row["op"].startswith(">") else max(v)
         out.append({**row, "n": len(v), "min": min(v), "median": statistics.median(v), "max": max(v),
                     "failed": holds.count(False), "worst": worst})
     return out
-
-
-def _holds(value: float, op: str, bound: float) -> bool:
-    return {"<": value < bound, "<=": value <= bound, ">": value > bound, ">=": value >= bound}[op]
 
 
 def _fmt(x: float) -> str:
