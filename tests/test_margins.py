@@ -52,12 +52,30 @@ def test_margin_study_is_current_and_every_claim_held_everywhere():
     assert chapters, "no chapter uses tc.claim"
     for path in chapters:
         runs = [r for r in study["runs"] if r["chapter"] == path.stem]
-        assert {(r["seed"], r["path"]) for r in runs} == {
-            (s, p) for s in range(study["seeds"]) for p in study["paths"]}, path.name
+        kernels = {r["kernel"] for r in runs}
+        assert set(margins.REQUIRED_KERNELS) <= kernels, f"{path.name}: kernel paths {sorted(kernels)}"
+        assert {(r["seed"], r["kernel"]) for r in runs} == {
+            (s, k) for s in range(study["seeds"]) for k in kernels}, path.name
         assert all(r["code"] == margins.code_fingerprint(path) for r in runs), \
             f"{path.name} changed since its margin study: python tools/margins.py book/{path.name}"
         assert all(r["claims"] for r in runs), f"{path.name}: a run recorded no claim"
-    assert study["seeds"] >= 5 and "default" in study["paths"]
+    assert study["seeds"] >= 5
     failed = [f"{r['chapter']}: {r['claim']}" for r in margins.summarise(study["runs"]) if r["failed"]]
     assert not failed
     assert (ROOT / "docs" / "margins.md").read_text(encoding="utf-8") == margins.markdown(study)
+
+
+def test_portability_document_keeps_other_machines_and_replaces_its_own(tmp_path, monkeypatch):
+    import portability
+
+    out = tmp_path / "portability.md"
+    monkeypatch.setattr(portability, "cpu_model", lambda: "Machine A")
+    first = {"native:1": (0, 10.0, {"01_x": (4.0, 0)})}
+    out.write_text(portability.document(out, first), encoding="utf-8")
+    monkeypatch.setattr(portability, "cpu_model", lambda: "Machine B")
+    out.write_text(portability.document(out, {"default:1": (1, 20.0, {"01_x": (5.0, 2)})}), encoding="utf-8")
+    monkeypatch.setattr(portability, "cpu_model", lambda: "Machine A")
+    text = portability.document(out, {"avx2:1": (0, 30.0, {"01_x": (6.0, 0)})})
+    assert text.count("## Machine A,") == 1 and text.count("## Machine B,") == 1
+    assert "`avx2:1`" in text and "`native:1`" not in text  # A's section replaced
+    assert "5.0 s ✗ 2" in text and "**FAIL** 20 s" in text  # B's kept as it was

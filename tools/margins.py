@@ -6,8 +6,11 @@
 A chapter checks a training outcome with ``tc.claim(name, value, op, bound)`` and asserts the result.
 This tool executes each such chapter top to bottom in a fresh kernel, once per seed shift
 (``TC_SEED_SHIFT``: every ``tc.set_seed`` of the chapter moves to other seeds, so model initialisation and
-training order change) and per CPU kernel path (``ATEN_CPU_CAPABILITY``: native and ``default``), with
-``TC_CLAIMS_LOG`` set so that every claim's value is recorded. Cells keep running after a failed assert.
+training order change) and per CPU kernel path (``ATEN_CPU_CAPABILITY``: native, ``avx2`` and
+``default``; a path equal to the native one runs once), with ``TC_CLAIMS_LOG`` set so that every claim's
+value is recorded. Cells keep running after a failed assert. Each run records the machine and the kernel
+path it actually used, and a new run replaces the earlier run of the same chapter, seed and kernel path,
+so studies made on different machines add up (e.g. ``avx2`` on an AMD EPYC, ``avx512`` on a Xeon).
 It writes ``docs/margins.md`` (min / median / max against the bound) and ``docs/margins.json``.
 """
 from __future__ import annotations
@@ -26,10 +29,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-from portability import cpu_model, native_capability  # noqa: E402
+from portability import cpu_model, native_capability, supports  # noqa: E402
 from transformer_course.utils import _OPS  # noqa: E402  (the comparisons tc.claim makes)
 
-PATHS = ("native", "default")
+PATHS = ("native", "avx2", "default")
+REQUIRED_KERNELS = ("avx2", "default")  # every study has these (any x86-64 machine runs them)
 
 
 def code_fingerprint(path: Path) -> str:
@@ -42,6 +46,13 @@ def code_fingerprint(path: Path) -> str:
 def chapters_with_claims() -> list[Path]:
     """The chapters whose code calls ``tc.claim``."""
     return [p for p in sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb")) if "tc.claim(" in p.read_text("utf-8")]
+
+
+def kernel_of(kernel_path: str) -> str:
+    """The kernel path PyTorch actually uses for ``kernel_path`` here (``native`` -> e.g. ``avx512``)."""
+    if kernel_path == "native":
+        return native_capability().lower()
+    return kernel_path if supports(kernel_path) else native_capability().lower()
 
 
 def execute_once(path: Path, seed: int, kernel_path: str) -> dict:
@@ -57,8 +68,8 @@ def execute_once(path: Path, seed: int, kernel_path: str) -> dict:
         subprocess.run([sys.executable, __file__, "--execute", str(path)], env=env, check=True)
         seconds = time.perf_counter() - start
         claims = [json.loads(line) for line in log.read_text("utf-8").splitlines()] if log.exists() else []
-    return {"chapter": path.stem, "code": code_fingerprint(path), "seed": seed, "path": kernel_path,
-            "seconds": seconds, "claims": claims}
+    return {"chapter": path.stem, "code": code_fingerprint(path), "seed": seed, "kernel": kernel_of(kernel_path),
+            "machine": cpu_model(), "seconds": seconds, "claims": claims}
 
 
 def _execute_in_kernel(path: Path) -> None:
@@ -98,10 +109,14 @@ def _fmt(x: float) -> str:
 
 
 def markdown(study: dict) -> str:
-    """``docs/margins.md`` from the study ``{"machine", "native", "seeds", "paths", "runs"}``."""
-    runs, seeds, paths = study["runs"], study["seeds"], study["paths"]
+    """``docs/margins.md`` from the study ``{"seeds", "runs"}`` (each run names its machine and kernel)."""
+    runs, seeds = study["runs"], study["seeds"]
     rows = summarise(runs)
     total = sum(r["seconds"] for r in runs)
+    where: dict[str, dict[tuple[str, str], int]] = {}
+    for r in runs:
+        counts = where.setdefault(r["chapter"], {})
+        counts[r["kernel"], r["machine"]] = counts.get((r["kernel"], r["machine"]), 0) + 1
     lines = [
         "# Margin study of the training-outcome claims",
         "",
@@ -110,11 +125,19 @@ def markdown(study: dict) -> str:
         f"fresh kernel for every seed shift 0–{seeds - 1} (`TC_SEED_SHIFT`: every `tc.set_seed` of the",
         "chapter moves to other seeds, so initialisation, dropout and whatever else draws from the global",
         "generator change; task data drawn from the chapter's own `torch.Generator` stay the same)",
-        f"and every CPU kernel path ({', '.join(f'`{p}`' for p in paths)}; `native` = "
-        f"{study['native']} here), one thread. Shift 0 on the native path is what the stored outputs show.",
+        "and every CPU kernel path (`ATEN_CPU_CAPABILITY`) listed below, one thread. Shift 0 is what the",
+        "stored outputs show.",
         "",
-        f"Machine: {study['machine']}; {len(runs)} runs, {total / 60:.1f} min of chapter time.",
+        f"{len(runs)} runs, {total / 60:.1f} min of chapter time.",
         "`failed` counts runs in which the claim did not hold; a chapter asserts only claims with 0 there.",
+        "",
+        "| chapter | runs: kernel path (machine) × seeds |",
+        "| --- | --- |",
+    ]
+    for chapter in sorted(where):
+        ran = ", ".join(f"`{k}` ({m}) × {n}" for (k, m), n in sorted(where[chapter].items()))
+        lines.append(f"| {chapter[:2]} | {ran} |")
+    lines += [
         "",
         "| chapter | claim | bound | runs | min | median | max | failed |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: |",
@@ -138,21 +161,26 @@ def main(argv: list[str] | None = None) -> int:
         _execute_in_kernel(args.execute)
         return 0
     paths = [p.resolve() for p in args.chapters] or chapters_with_claims()
-    jobs = [(p, s, k) for p in paths for s in range(args.seeds) for k in args.paths]
+    kernels: dict[str, str] = {}
+    for k in args.paths:  # one run per kernel path actually used: native may equal avx2
+        kernels.setdefault(kernel_of(k), k)
+    jobs = [(p, s, k) for p in paths for s in range(args.seeds) for k in kernels.values()]
     with ThreadPoolExecutor(args.jobs) as pool:
         runs = []
         for run in pool.map(lambda job: execute_once(*job), jobs):
-            print(f"{run['chapter']} seed {run['seed']} {run['path']}: {run['seconds']:.0f} s, "
+            print(f"{run['chapter']} seed {run['seed']} {run['kernel']}: {run['seconds']:.0f} s, "
                   f"{len(run['claims'])} claims", flush=True)
             runs.append(run)
-    if args.chapters and args.out.with_suffix(".json").exists():  # keep the other chapters' runs
-        done = {p.stem for p in paths}
-        old = json.loads(args.out.with_suffix(".json").read_text("utf-8"))["runs"]
-        runs = [r for r in old if r["chapter"] not in done] + runs
-    study = {"machine": cpu_model(), "native": native_capability(), "seeds": args.seeds, "paths": args.paths,
-             "runs": runs}
+    json_out = args.out.with_suffix(".json")
+    if json_out.exists():  # keep earlier runs (other chapters, kernels, machines) that are still current
+        current = {p.stem: code_fingerprint(p) for p in chapters_with_claims()}
+        new = {(r["chapter"], r["seed"], r["kernel"]) for r in runs}
+        runs = [r for r in json.loads(json_out.read_text("utf-8"))["runs"]
+                if current.get(r["chapter"]) == r["code"] and (r["chapter"], r["seed"], r["kernel"]) not in new
+                ] + runs
+    study = {"seeds": args.seeds, "runs": sorted(runs, key=lambda r: (r["chapter"], r["kernel"], r["seed"]))}
     args.out.write_text(markdown(study), encoding="utf-8")
-    args.out.with_suffix(".json").write_text(json.dumps(study, indent=1) + "\n", encoding="utf-8")
+    json_out.write_text(json.dumps(study, indent=1) + "\n", encoding="utf-8")
     failing = [r for r in summarise(runs) if r["failed"]]
     for r in failing:
         print(f"FAILS {r['failed']}/{r['n']}: {r['chapter']}: {r['claim']} ({r['op']} {r['bound']}; "

@@ -113,6 +113,20 @@ def table(results: dict[str, tuple[int, float, dict]]) -> str:
     return "\n".join(lines)
 
 
+def document(out: Path, results: dict[str, tuple[int, float, dict]]) -> str:
+    """``docs/portability.md``: this machine's table, after the tables of other machines already in ``out``."""
+    machine = (f"{cpu_model()}, {os.cpu_count()} cores; native kernel path {native_capability()}; "
+               f"torch {torch.__version__}; Python {platform.python_version()}")
+    old = out.read_text("utf-8").split("\n## ")[1:] if out.exists() else []
+    kept = [f"## {section.rstrip()}\n" for section in old if not section.startswith(cpu_model() + ",")]
+    header = ("# Portability matrix\n\n"
+              "Written by `python tools/portability.py` (`make portability`): every chapter run by nbval "
+              "against its stored outputs in each configuration `PATH:THREADS` (see the tool's docstring). "
+              "Seconds are the sum of the chapter's cells; ✗ n: n cells failed. One section per machine; "
+              "a run replaces its own machine's section.\n")
+    return "\n".join([header, *kept, f"## {machine}\n\n{table(results)}\n"])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", nargs="+", metavar="PATH:THREADS", help="run only these configurations")
@@ -132,14 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     text = table(results)
     print(text)
     if not args.only:
-        header = (
-            "# Portability matrix\n\n"
-            "Written by `python tools/portability.py` (`make portability`): every chapter run by nbval "
-            "against its stored outputs in each configuration `PATH:THREADS` (see the tool's docstring). "
-            "Seconds are the sum of the chapter's cells; ✗ n: n cells failed.\n\n"
-            f"Machine: {cpu_model()}, {os.cpu_count()} cores; native kernel path {native_capability()}; "
-            f"torch {torch.__version__}; Python {platform.python_version()}.\n\n")
-        args.out.write_text(header + text + "\n", encoding="utf-8")
+        args.out.write_text(document(args.out, results), encoding="utf-8")
     return max(rc for rc, _, _ in results.values())
 
 

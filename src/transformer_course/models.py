@@ -24,7 +24,11 @@ from .positional import ALiBi, LearnedPositions, RotaryEmbedding, SinusoidalPosi
 
 
 def init_weights(module: nn.Module) -> None:
-    """GPT-2's initialisation: weights ``N(0, 0.02)``, biases 0 (norms keep their ones and zeros)."""
+    """GPT-2's base initialisation: weights ``N(0, 0.02)``, biases 0 (norms keep their ones and zeros).
+
+    GPT-2 also scales the residual projections (attention output, FFN down) by ``1/sqrt(2 * n_layers)``;
+    this package does not, so that every layer starts alike and the chapters' small models stay simple.
+    """
     if isinstance(module, (nn.Linear, nn.Embedding)):
         nn.init.normal_(module.weight, mean=0.0, std=0.02)
     if isinstance(module, nn.Linear) and module.bias is not None:
