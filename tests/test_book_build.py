@@ -1,24 +1,152 @@
-"""The book builds with zero Sphinx warnings (-W), from the outputs stored in the chapters.
+"""The book builds with zero Sphinx warnings (-W), from the outputs stored in the chapters, and works
+in a real browser the way a reader uses it: on a phone (390 px) the ☰ button opens the chapter list
+and the contents button the page's sections; on a desktop ☰ collapses the sidebar.
 
-``make book`` executes every chapter; here the stored outputs are rendered instead, because nbval
-and the exercise-version tests already execute every chapter (see docs/CONTRIBUTING.md).
+``make book`` executes every chapter; here the stored outputs are rendered instead, because the
+run-twice and exercise-version tests already execute every chapter (see docs/CONTRIBUTING.md). The
+browser tests need Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them) and
+skip without them, unless ``TC_REQUIRE_BROWSER=1`` (set by ``.ci/run``) makes that a failure.
 """
+import functools
+import http.server
 import json
+import os
+import shutil
+import threading
+import time
+
+import pytest
 
 import preview
 from conftest import ROOT
 
+CHAPTERS = sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
+PHONE, DESKTOP = (390, 844), (1280, 900)
 
-def test_book_builds_without_warnings(tmp_path):
-    result = preview.build(preview.stored_output_config(tmp_path))
+
+@pytest.fixture(scope="module")
+def book(tmp_path_factory):
+    out = tmp_path_factory.mktemp("book")
+    result = preview.build(preview.stored_output_config(out))
+    return result, out / "_build" / "html"
+
+
+def test_book_builds_without_warnings(book):
+    result, html = book
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-4000:]
-    html = tmp_path / "_build" / "html"
     assert (html / "index.html").exists()
-    for chapter in (ROOT / "book").glob("[0-9][0-9]_*.ipynb"):
+    for chapter in CHAPTERS:
         page = (html / "book" / f"{chapter.stem}.html").read_text(encoding="utf-8")
         assert "colab.research.google.com" in page           # the launch button
         assert "NBVAL_CHECK_OUTPUT" in page                  # executed code is shown
         assert "_static/course.css" in page                 # code set to fit 88 columns
+        assert "_static/sidebar-toggles.js" in page         # the ☰ and contents buttons work
     index = (html / "searchindex.js").read_text(encoding="utf-8")
     assert json.dumps("注意力")[1:-1] in index  # jieba segmented the Chinese text: search finds words
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def browser(book):
+    """A headless Chromium (WebDriver) and the address of the built book, served on localhost."""
+    missing = [name for name in ("chromium", "chromedriver") if shutil.which(name) is None]
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        missing.append("selenium")
+    if missing:
+        if os.environ.get("TC_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"browser tests need {missing}")
+        pytest.skip(f"browser tests need {missing}")
+    html = book[1]
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(html)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    options = webdriver.ChromeOptions()
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"):
+        options.add_argument(flag)
+    options.binary_location = shutil.which("chromium")
+    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
+    try:
+        yield driver, f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        driver.quit()
+        server.shutdown()
+
+
+def _open(browser, page: str, size: tuple[int, int]):
+    driver, base = browser
+    driver.set_window_size(*size)
+    driver.get(f"{base}/{page}")
+    time.sleep(1.0)  # the themes bind their handlers on DOMContentLoaded
+    return driver
+
+
+def _visible(driver, selector: str):
+    from selenium.webdriver.common.by import By
+
+    shown = [e for e in driver.find_elements(By.CSS_SELECTOR, selector) if e.is_displayed()]
+    assert shown, f"no visible {selector}"
+    return shown[0]
+
+
+def test_phone_menu_button_opens_the_chapter_list(browser):
+    from selenium.webdriver.common.by import By
+
+    driver = _open(browser, "book/intro.html", PHONE)  # the preface: every chapter is another page
+    drawer = driver.find_element(By.ID, "pst-primary-sidebar-modal")
+    assert drawer.get_attribute("open") is None
+    _visible(driver, ".primary-toggle").click()
+    time.sleep(0.5)
+    assert drawer.get_attribute("open") is not None, "the ☰ button did not open the drawer"
+    links = [a.get_attribute("href") for a in drawer.find_elements(By.CSS_SELECTOR, "a.reference")
+             if a.is_displayed()]
+    for chapter in CHAPTERS:
+        assert any(link.endswith(f"/book/{chapter.stem}.html") for link in links), chapter.stem
+
+
+def test_phone_contents_button_opens_the_page_sections(browser):
+    from selenium.webdriver.common.by import By
+
+    driver = _open(browser, "book/03_self_attention.html", PHONE)
+    _visible(driver, ".secondary-toggle").click()
+    time.sleep(0.5)
+    drawer = driver.find_element(By.ID, "pst-secondary-sidebar-modal")
+    assert drawer.get_attribute("open") is not None, "the contents button did not open the drawer"
+    sections = [a.text for a in drawer.find_elements(By.CSS_SELECTOR, "a") if a.is_displayed()]
+    assert any(text.startswith("3.1") for text in sections), sections[:5]
+
+
+def test_desktop_menu_button_collapses_and_restores_the_sidebar(browser):
+    from selenium.webdriver.common.by import By
+
+    driver = _open(browser, "book/03_self_attention.html", DESKTOP)
+    sidebar = driver.find_element(By.ID, "pst-primary-sidebar")
+    assert sidebar.is_displayed()
+    _visible(driver, ".primary-toggle").click()
+    time.sleep(0.5)
+    assert not sidebar.is_displayed(), "the ☰ button did not collapse the sidebar"
+    _visible(driver, ".primary-toggle").click()
+    time.sleep(0.5)
+    assert sidebar.is_displayed()
+
+
+def test_no_page_scrolls_sideways_on_a_phone(browser, book):
+    """At 390 px only code blocks, tables and formulas may be wider than the screen (each has its own
+    scrollbar); the page itself must not scroll sideways."""
+    pages = sorted(p.relative_to(book[1]).as_posix() for p in (book[1] / "book").glob("*.html"))
+    assert len(pages) >= len(CHAPTERS) + 3
+    wide = {}
+    for page in pages:
+        driver = _open(browser, page, PHONE)
+        page_width, screen = driver.execute_script(
+            "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+        if page_width > screen:
+            wide[page] = page_width - screen
+    assert not wide, f"pages wider than a {PHONE[0]} px phone (px too wide): {wide}"
