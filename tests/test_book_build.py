@@ -150,3 +150,38 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, book):
         if page_width > screen:
             wide[page] = page_width - screen
     assert not wide, f"pages wider than a {PHONE[0]} px phone (px too wide): {wide}"
+
+
+def search_queries() -> list[tuple[str, list[str]]]:
+    """(query, pages that must answer it): every glossary term with the chapters the glossary names for
+    it, and every chapter's title (without 第 N 章) with that chapter."""
+    import nbformat
+    import sphinx_course
+
+    queries = [(term, docs) for term, docs in sphinx_course.glossary_terms(ROOT).items()]
+    for chapter in CHAPTERS:
+        heading = next(line for line in nbformat.read(chapter, as_version=4).cells[0].source.splitlines()
+                       if line.startswith("# "))
+        queries.append((heading.split("\u3000", 1)[1], [f"book/{chapter.stem}"]))
+    return queries
+
+
+def test_search_finds_every_glossary_term_and_chapter_title_in_the_top_three(browser):
+    """What a reader types into the search box: the page that explains it is among the first three
+    results shown (the order the page lists them in)."""
+    driver = _open(browser, "search.html", DESKTOP)
+    for _ in range(100):
+        if driver.execute_script("return typeof Search !== 'undefined' && Search._index !== null"):
+            break
+        time.sleep(0.1)
+    queries = search_queries()
+    assert len(queries) > 80
+    missed = {}
+    for query, pages in queries:
+        shown = driver.execute_script(
+            "const r = Search._performSearch(...Search._parseQuery(arguments[0]));"
+            "return r.reverse().map(x => x[0]);", query)  # the page pops results from the end
+        rank = next((i + 1 for i, doc in enumerate(shown) if doc in pages), None)
+        if rank is None or rank > 3:
+            missed[query] = (rank, shown[:3])
+    assert not missed, f"search misses (query: rank, first three): {missed}"

@@ -1,11 +1,22 @@
-"""Tiny Sphinx extension: derive the Colab addresses from the one repository address in _config.yml.
+"""Tiny Sphinx extension for the course's book.
 
-Adds the MyST substitution ``colab`` (e.g. ``https://colab.research.google.com/github/OWNER/REPO/blob/main``),
-so that a page can link to a notebook on Colab with
-``{{ '[在 Colab 打开](' ~ colab ~ '/exercises/03_self_attention.ipynb)' }}``.
+- Derives the Colab addresses from the one repository address in _config.yml: adds the MyST substitution
+  ``colab`` (e.g. ``https://colab.research.google.com/github/OWNER/REPO/blob/main``), so that a page can
+  link to a notebook on Colab with ``{{ '[在 Colab 打开](' ~ colab ~ '/exercises/03_self_attention.ipynb)' }}``.
+- Gives the Chinese search a jieba user dictionary of the course's own terms (the glossary's Chinese
+  terms and the chapter titles), so that 位置编码 is indexed as a word and not only as 位置 + 编码;
+  a query is looked up whole, so without it the book's own titles found nothing.
+- Adds each glossary term as an index entry of the chapters the glossary names for it, so that a search
+  for a term lands on the chapter that explains it, even where the chapter calls it by its English
+  name (旋转位置编码 → chapter 6, which says RoPE).
 """
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
+from docutils import nodes
+from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.config import Config
 
@@ -22,6 +33,67 @@ def _add_substitutions(app: Sphinx, config: Config) -> None:
     config.myst_substitutions = {**config.myst_substitutions, "colab": colab_base(repo, branch)}
 
 
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+_SEPARATORS = re.compile(r"[\s/（）()、，：；「」]+|与|以及|和")
+
+
+def glossary_terms(root: Path) -> dict[str, list[str]]:
+    """``{term: [docname of each chapter the glossary names for it]}`` from book/appendix_glossary.md.
+
+    A row's first cell may hold several terms (``查询 / 键 / 值``) and a synonym in brackets
+    (``Jacobian（雅可比矩阵）``); its last cell names chapters (``3、9``) or an appendix (``附录 C``).
+    """
+    docs = {int(p.name[:2]): f"book/{p.stem}" for p in (root / "book").glob("[0-9][0-9]_*.ipynb")}
+    docs_by_appendix = {"附录 C": "book/appendix_performance"}
+    out: dict[str, list[str]] = {}
+    for line in (root / "book" / "appendix_glossary.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.split("|")]
+        if len(cells) < 6 or cells[1] in ("", "中文") or set(cells[1]) <= {"-", " "}:
+            continue
+        where = [docs[int(n)] for n in re.findall(r"\d+", cells[4]) if int(n) in docs]
+        where += [doc for name, doc in docs_by_appendix.items() if name in cells[4]]
+        synonyms = [s for s in re.findall(r"（(.*?)）", cells[1]) if _CJK.search(s) and "正文" not in s]
+        for term in [t.strip() for t in re.sub(r"（.*?）", "", cells[1]).split("/")] + synonyms:
+            if term:
+                out.setdefault(term, []).extend(where)
+    return out
+
+
+def search_terms(root: Path) -> list[str]:
+    """The glossary's Chinese terms and the pieces of the chapter titles, each holding Chinese."""
+    phrases = list(glossary_terms(root))
+    for chapter in sorted((root / "book").glob("[0-9][0-9]_*.ipynb")):
+        title = next(line for line in chapter.read_text(encoding="utf-8").split("\\n") if '"# 第' in line)
+        phrases.append(title.split("章", 1)[1])
+    terms = {piece for phrase in phrases for piece in _SEPARATORS.split(phrase)}
+    return sorted(t for t in terms if len(t) >= 2 and _CJK.search(t) and " " not in t)
+
+
+def _add_search_dictionary(app: Sphinx, config: Config) -> None:
+    root = Path(app.srcdir)
+    if not (root / "book" / "appendix_glossary.md").exists():
+        return
+    path = Path(app.doctreedir).parent / "jieba-course-terms.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{term} 100000\n" for term in search_terms(root)), encoding="utf-8")
+    config.html_search_options = {**(config.html_search_options or {}), "dict": str(path)}
+
+
+_TERMS: dict[Path, dict[str, list[str]]] = {}  # glossary_terms() once per build
+
+
+def _add_index_entries(app: Sphinx, doctree: nodes.document) -> None:
+    root = Path(app.srcdir)
+    if root not in _TERMS:
+        _TERMS[root] = glossary_terms(root) if (root / "book" / "appendix_glossary.md").exists() else {}
+    terms = _TERMS[root]
+    entries = [("single", term, "", "main", None) for term, docs in terms.items() if app.env.docname in docs]
+    if entries:
+        doctree.insert(0, addnodes.index(entries=entries, inline=False))
+
+
 def setup(app: Sphinx) -> dict:
+    app.connect("doctree-read", _add_index_entries, priority=400)
     app.connect("config-inited", _add_substitutions, priority=900)
+    app.connect("config-inited", _add_search_dictionary, priority=900)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
