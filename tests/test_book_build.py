@@ -18,6 +18,7 @@ import time
 import pytest
 
 import preview
+import sphinx_course
 from conftest import ROOT
 
 CHAPTERS = sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
@@ -42,6 +43,9 @@ def test_book_builds_without_warnings(book):
         assert "NBVAL_CHECK_OUTPUT" in page                  # executed code is shown
         assert "_static/course.css" in page                 # code set to fit 88 columns
         assert "_static/sidebar-toggles.js" in page         # the ☰ and contents buttons work
+        assert "widget-view+json" not in page                # no slider that would do nothing ...
+        has_widget = "widget-view+json" in chapter.read_text(encoding="utf-8")
+        assert (sphinx_course.WIDGET_NOTE in page) == has_widget, chapter.stem  # ... but a line instead
     index = (html / "searchindex.js").read_text(encoding="utf-8")
     assert json.dumps("注意力")[1:-1] in index  # jieba segmented the Chinese text: search finds words
 

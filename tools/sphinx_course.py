@@ -6,6 +6,9 @@
 - Gives the Chinese search a jieba user dictionary of the course's own terms (the glossary's Chinese
   terms and the chapter titles), so that 位置编码 is indexed as a word and not only as 位置 + 编码;
   a query is looked up whole, so without it the book's own titles found nothing.
+- Replaces every ipywidgets control in the rendered book by one line saying where it works: a static page
+  has no kernel, so a slider there would move and change nothing (the chapters show the slider's
+  settings as static figures next to it). In the notebooks (Colab, Jupyter) the widgets stay live.
 - Adds each glossary term as an index entry of the chapters the glossary names for it, so that a search
   for a term lands on the chapter that explains it, even where the chapter calls it by its English
   name (旋转位置编码 → chapter 6, which says RoPE).
@@ -79,6 +82,17 @@ def _add_search_dictionary(app: Sphinx, config: Config) -> None:
     config.html_search_options = {**(config.html_search_options or {}), "dict": str(path)}
 
 
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+WIDGET_NOTE = ("【交互控件】在 Colab 或本地的 Jupyter 里运行本章时，这里是一组滑块或按钮；"
+               "网页上没有运行中的 Python，拖动或点选不会有任何反应，所以这里不显示它们。")
+
+
+def _replace_widgets(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    for raw in list(doctree.findall(nodes.raw)):
+        if WIDGET_MIME in raw.astext():
+            raw.replace_self(nodes.paragraph(WIDGET_NOTE, WIDGET_NOTE, classes=["widget-note"]))
+
+
 _TERMS: dict[Path, dict[str, list[str]]] = {}  # glossary_terms() once per build
 
 
@@ -93,6 +107,7 @@ def _add_index_entries(app: Sphinx, doctree: nodes.document) -> None:
 
 
 def setup(app: Sphinx) -> dict:
+    app.connect("doctree-resolved", _replace_widgets)
     app.connect("doctree-read", _add_index_entries, priority=400)
     app.connect("config-inited", _add_substitutions, priority=900)
     app.connect("config-inited", _add_search_dictionary, priority=900)
