@@ -159,14 +159,8 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, book):
 def search_queries() -> list[tuple[str, list[str]]]:
     """(query, pages that must answer it): every glossary term with the chapters the glossary names for
     it, and every chapter's title (without 第 N 章) with that chapter."""
-    import nbformat
-    import sphinx_course
-
-    queries = [(term, docs) for term, docs in sphinx_course.glossary_terms(ROOT).items()]
-    for chapter in CHAPTERS:
-        heading = next(line for line in nbformat.read(chapter, as_version=4).cells[0].source.splitlines()
-                       if line.startswith("# "))
-        queries.append((heading.split("\u3000", 1)[1], [f"book/{chapter.stem}"]))
+    queries = list(sphinx_course.glossary_terms(ROOT).items())
+    queries += [(sphinx_course.chapter_title(chapter), [f"book/{chapter.stem}"]) for chapter in CHAPTERS]
     return queries
 
 

@@ -55,8 +55,9 @@ def kernel_of(kernel_path: str) -> str:
     return kernel_path if supports(kernel_path) else native_capability().lower()
 
 
-def execute_once(path: Path, seed: int, kernel_path: str) -> dict:
-    """Run ``path`` with seed shift ``seed`` on ``kernel_path`` in a subprocess; its claims and time."""
+def execute_once(path: Path, seed: int, kernel_path: str, kernel: str) -> dict:
+    """Run ``path`` with seed shift ``seed`` on ``kernel_path`` (which is ``kernel`` here) in a subprocess;
+    its claims and time."""
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "claims.jsonl"
         env = {**os.environ, "TC_SEED_SHIFT": str(seed), "TC_CLAIMS_LOG": str(log), "OMP_NUM_THREADS": "1",
@@ -68,7 +69,7 @@ def execute_once(path: Path, seed: int, kernel_path: str) -> dict:
         subprocess.run([sys.executable, __file__, "--execute", str(path)], env=env, check=True)
         seconds = time.perf_counter() - start
         claims = [json.loads(line) for line in log.read_text("utf-8").splitlines()] if log.exists() else []
-    return {"chapter": path.stem, "code": code_fingerprint(path), "seed": seed, "kernel": kernel_of(kernel_path),
+    return {"chapter": path.stem, "code": code_fingerprint(path), "seed": seed, "kernel": kernel,
             "machine": cpu_model(), "seconds": seconds, "claims": claims}
 
 
@@ -164,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     kernels: dict[str, str] = {}
     for k in args.paths:  # one run per kernel path actually used: native may equal avx2
         kernels.setdefault(kernel_of(k), k)
-    jobs = [(p, s, k) for p in paths for s in range(args.seeds) for k in kernels.values()]
+    jobs = [(p, s, k, kernel) for p in paths for s in range(args.seeds) for kernel, k in kernels.items()]
     with ThreadPoolExecutor(args.jobs) as pool:
         runs = []
         for run in pool.map(lambda job: execute_once(*job), jobs):

@@ -15,6 +15,7 @@
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -62,12 +63,17 @@ def glossary_terms(root: Path) -> dict[str, list[str]]:
     return out
 
 
+def chapter_title(chapter: Path) -> str:
+    """A chapter's heading without its number: ``第 6 章　位置编码`` -> ``位置编码``."""
+    first = json.loads(chapter.read_text(encoding="utf-8"))["cells"][0]["source"]
+    heading = next(line for line in "".join(first).splitlines() if line.startswith("# "))
+    return heading.split("\u3000", 1)[1]
+
+
 def search_terms(root: Path) -> list[str]:
     """The glossary's Chinese terms and the pieces of the chapter titles, each holding Chinese."""
     phrases = list(glossary_terms(root))
-    for chapter in sorted((root / "book").glob("[0-9][0-9]_*.ipynb")):
-        title = next(line for line in chapter.read_text(encoding="utf-8").split("\\n") if '"# 第' in line)
-        phrases.append(title.split("章", 1)[1])
+    phrases += [chapter_title(chapter) for chapter in sorted((root / "book").glob("[0-9][0-9]_*.ipynb"))]
     terms = {piece for phrase in phrases for piece in _SEPARATORS.split(phrase)}
     return sorted(t for t in terms if len(t) >= 2 and _CJK.search(t) and " " not in t)
 
@@ -93,15 +99,12 @@ def _replace_widgets(app: Sphinx, doctree: nodes.document, docname: str) -> None
             raw.replace_self(nodes.paragraph(WIDGET_NOTE, WIDGET_NOTE, classes=["widget-note"]))
 
 
-_TERMS: dict[Path, dict[str, list[str]]] = {}  # glossary_terms() once per build
-
-
 def _add_index_entries(app: Sphinx, doctree: nodes.document) -> None:
     root = Path(app.srcdir)
-    if root not in _TERMS:
-        _TERMS[root] = glossary_terms(root) if (root / "book" / "appendix_glossary.md").exists() else {}
-    terms = _TERMS[root]
-    entries = [("single", term, "", "main", None) for term, docs in terms.items() if app.env.docname in docs]
+    if not (root / "book" / "appendix_glossary.md").exists():
+        return
+    entries = [("single", term, "", "main", None)
+               for term, docs in glossary_terms(root).items() if app.env.docname in docs]
     if entries:
         doctree.insert(0, addnodes.index(entries=entries, inline=False))
 
