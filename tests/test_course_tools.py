@@ -1,6 +1,7 @@
 """The book's conventions: one setup cell from one template, exercise versions in sync and never
 clobbering a learner's edits, a table of contents listing only existing chapters, checked cells marked,
 code no wider than the page."""
+import ast
 import json
 import re
 import shutil
@@ -51,6 +52,25 @@ def test_checked_cells_are_marked_and_exercise_checks_are_checked():
         assert all("# NBVAL_CHECK_OUTPUT" in s for s in asserted if "print(" in s), chapter.name
         for c in cells:  # every stored output is free of errors
             assert all(o["output_type"] != "error" for o in c.get("outputs", []))
+
+
+def test_printed_text_is_english_except_data_and_learner_feedback():
+    """CONTRIBUTING, "Language of printed output": a string a chapter prints holds Chinese only as data
+    (a word or a short phrase it quotes) or as a hint to the learner (starting with 练习 or 先完成)."""
+    for chapter in CHAPTERS:
+        for i, cell in enumerate(json.loads(chapter.read_text(encoding="utf-8"))["cells"]):
+            if cell["cell_type"] != "code":
+                continue
+            source = "\n".join(line for line in "".join(cell["source"]).splitlines()
+                               if not line.lstrip().startswith(("%", "!")))
+            for node in ast.walk(ast.parse(source)):
+                if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "print"):
+                    continue
+                for text in (n.value for a in node.args for n in ast.walk(a)
+                             if isinstance(n, ast.Constant) and isinstance(n.value, str)):
+                    feedback = text.startswith(("练习", "先完成"))
+                    long_runs = [run for run in re.findall(r"[\u4e00-\u9fff，。：；！？]+", text) if len(run) > 8]
+                    assert feedback or not long_runs, f"{chapter.name} cell {i}: {text!r}"
 
 
 def test_code_lines_fit_the_page():

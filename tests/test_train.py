@@ -1,12 +1,16 @@
-"""The training loop learns: a tiny Transformer solves the copy task; the history has one loss per step."""
+"""The training loop learns: a tiny Transformer solves the copy task; the history has one loss per step;
+a learning-rate schedule sets the rate of each step."""
 from __future__ import annotations
 
+import copy
+
+import pytest
 import torch
 from tiny import tiny_config
 
 from transformer_course.data import copy_task
 from transformer_course.models import DecoderOnly
-from transformer_course.train import accuracy, train
+from transformer_course.train import accuracy, lm_loss, train
 
 
 def test_a_tiny_decoder_learns_to_copy():
@@ -20,3 +24,31 @@ def test_a_tiny_decoder_learns_to_copy():
     inputs, targets = copy_task(200, 5, 10, generator=123)
     with torch.no_grad():
         assert accuracy(model(inputs), targets) > 0.9
+
+
+def test_lr_schedule_gives_the_rate_of_each_step():
+    """``lr_schedule(step)`` replaces ``lr`` step by step: the weights are exactly those of a hand-written
+    AdamW loop with the same rates, a schedule of zeros leaves them as they were, a bad rate is refused."""
+    rates = [0.0, 3e-2, 0.0, 1e-2, 5e-3]
+    torch.manual_seed(0)
+    model = DecoderOnly(tiny_config(vocab_size=10, max_len=12, n_layers=1))
+    start = copy.deepcopy(model.state_dict())
+    by_hand = copy.deepcopy(model)
+    batches = [copy_task(4, 5, 10, generator=i) for i in range(len(rates))]
+    feed = iter(batches)
+    train(model, lambda: next(feed), steps=len(rates), lr=1.0, grad_clip=None, progress=False,
+          lr_schedule=rates.__getitem__)
+    optimizer = torch.optim.AdamW(by_hand.parameters(), lr=1.0, weight_decay=0.0)
+    for rate, (inputs, targets) in zip(rates, batches):
+        optimizer.param_groups[0]["lr"] = rate
+        optimizer.zero_grad(set_to_none=True)
+        lm_loss(by_hand(inputs), targets).backward()
+        optimizer.step()
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), by_hand.parameters()))
+    assert not torch.equal(model.state_dict()["lm_head.weight"], start["lm_head.weight"])
+
+    model.load_state_dict(start)
+    train(model, lambda: batches[0], steps=3, lr=1.0, progress=False, lr_schedule=lambda step: 0.0)
+    assert all(torch.equal(v, start[k]) for k, v in model.state_dict().items())
+    with pytest.raises(ValueError, match=r"lr_schedule\(step\) must be a number in \[0, inf\), got -0.1"):
+        train(model, lambda: batches[0], steps=2, progress=False, lr_schedule=lambda step: -0.1)

@@ -6,7 +6,8 @@ Generic attempts are built from the exercise's reference, so they fit any exerci
   timeout is "swallowed" by ``try/except Exception`` or ``except BaseException``;
 * the wrong return value: ``None``, a list, a NumPy array, a sparse tensor, a list of tensors, a
   tensor subclass, a dict, a generator, a Python float, the wrong shape, dtype (float32 where the
-  statement asks for float64) or device, NaN, an answer 0.1% off;
+  statement asks for float64) or device, NaN or an answer 0.1% off (float results), one token off
+  (integer results);
 * side effects: editing an input in place, ``requires_grad`` on an input, changing the default
   dtype or the grad mode;
 * state kept between calls: the first call's answer returned forever, and answers cached by the
@@ -106,6 +107,13 @@ def _first_float_input(a: tuple) -> int | None:
     return next((i for i, x in enumerate(a) if isinstance(x, torch.Tensor) and x.is_floating_point()), None)
 
 
+def _in_place(ref: Callable) -> Callable:
+    def attempt(*a):
+        next(x for x in a if isinstance(x, torch.Tensor)).mul_(2)  # the first tensor (a model may come first)
+        return ref(*a)
+    return attempt
+
+
 def _grad_on_input(ref: Callable) -> Callable:
     def attempt(*a):
         a[_first_float_input(a)].requires_grad_()
@@ -133,6 +141,22 @@ def _has_float_input(exercise: Exercise) -> bool:
 
 def _asks_float64(exercise: Exercise) -> bool:
     return exercise.dtype == torch.float64
+
+
+def _result_tensors(exercise: Exercise) -> list[torch.Tensor]:
+    out = exercise.expected(exercise.cases()[0])
+    return [t for t in (out if isinstance(out, tuple) else (out,)) if isinstance(t, torch.Tensor)]
+
+
+def _float_result(exercise: Exercise) -> bool:
+    """NaN and "0.1% off" are wrong floats; an integer result (token ids) is compared exactly instead."""
+    tensors = _result_tensors(exercise)
+    return bool(tensors) and all(t.is_floating_point() for t in tensors)
+
+
+def _integer_result(exercise: Exercise) -> bool:
+    tensors = _result_tensors(exercise)
+    return bool(tensors) and not any(t.is_floating_point() for t in tensors)
 
 
 @dataclass(frozen=True)
@@ -166,9 +190,13 @@ GENERIC: dict[str, Generic] = {
     "float32 where float64 is asked": Generic(lambda ref: (lambda *a: _map(ref(*a), lambda t: t.float())),
                                               "torch.float64（题目要求）", _asks_float64),
     "wrong device": Generic(lambda ref: (lambda *a: _map(ref(*a), lambda t: t.to("meta"))), "设备不对"),
-    "NaN": Generic(lambda ref: (lambda *a: _map(ref(*a), lambda t: torch.full_like(t, float("nan")))), "NaN"),
-    "0.1% off": Generic(lambda ref: (lambda *a: _map(ref(*a), lambda t: t * 1.001)), "数值与参考答案不一致"),
-    "in place": Generic(lambda ref: (lambda *a: ref(*(a[0].mul_(2),) + a[1:])), "修改了传入的张量"),
+    "NaN": Generic(lambda ref: (lambda *a: _map(ref(*a), lambda t: torch.full_like(t, float("nan")))), "NaN",
+                   _float_result),
+    "0.1% off": Generic(lambda ref: (lambda *a: _map(ref(*a), lambda t: t * 1.001)), "数值与参考答案不一致",
+                        _float_result),
+    "one integer off": Generic(lambda ref: (lambda *a: _map(ref(*a), lambda t: t + (t == t.flatten()[-1]))),
+                               "整数结果应与参考答案完全相同", _integer_result),
+    "in place": Generic(_in_place, "修改了传入的张量"),
     "requires_grad on an input": Generic(_grad_on_input, "requires_grad", _has_float_input),
     "changes the default dtype": Generic(_sets_default_dtype, "默认 dtype"),
     "turns grad mode off": Generic(_turns_grad_off, "梯度计算"),

@@ -1,4 +1,5 @@
-"""One small training loop (AdamW, gradient clipping, a progress bar) and the loss and accuracy it uses.
+"""One small training loop (AdamW, gradient clipping, a learning-rate schedule if asked, a progress bar)
+and the loss and accuracy it uses.
 
 Models map ``inputs (B, T)`` to logits ``(B, T, V)`` (``DecoderOnly``, ``EncoderOnly``, ``RecurrentLM``);
 targets ``(B, T)`` mark unscored positions with ``IGNORE_INDEX`` (see ``data.py``).
@@ -43,11 +44,13 @@ def train(
     device: torch.device | str | None = None,
     progress: bool = True,
     loss_fn: Callable[[Tensor, Tensor], Tensor] = lm_loss,
+    lr_schedule: Callable[[int], float] | None = None,
 ) -> dict[str, list[float]]:
     """Train ``model`` for ``steps`` AdamW steps on batches ``get_batch() -> (inputs, targets)``.
 
-    ``device`` defaults to where the model is; batches are moved there. The model is left in
-    ``eval()`` mode. Returns ``{"loss": [loss of each step]}``.
+    ``device`` defaults to where the model is; batches are moved there. ``lr_schedule(step) -> float``,
+    where given, is the learning rate of step 0, 1, ..., ``steps - 1`` (a warm-up, say) in place of the
+    constant ``lr``. The model is left in ``eval()`` mode. Returns ``{"loss": [loss of each step]}``.
 
     Example:
         >>> from transformer_course.data import copy_task
@@ -64,7 +67,9 @@ def train(
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     history: dict[str, list[float]] = {"loss": []}
     bar = trange(steps, disable=not progress, desc="train")
-    for _ in bar:
+    for step in bar:
+        if lr_schedule is not None:
+            optimizer.param_groups[0]["lr"] = check_float("lr_schedule(step)", lr_schedule(step), "[0, inf)")
         inputs, targets = (t.to(device) for t in get_batch())
         loss = loss_fn(model(inputs), targets)
         optimizer.zero_grad(set_to_none=True)

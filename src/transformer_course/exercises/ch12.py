@@ -3,27 +3,252 @@
 Each exercise lists the typical mistakes it recognises (among them the numerically naive ones,
 which only logits in the thousands expose); ``tests/test_exercises.py`` proves that every one of them
 is rejected with its own hint. The last ordinary case of each exercise is the first case's twin.
+
+The generation exercise runs the learner's loop on small seeded models with learned positions
+(max_len = window), built without touching the global random state; every greedy choice of the
+reference wins by a clear logit gap, so tokens are compared exactly; the model's ValueError for an
+input longer than the window reaches the learner as a Chinese sentence.
 """
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from ..config import TransformerConfig
+from ..generate import greedy
+from ..models import DecoderOnly
 from ._core import Case, Exercise, Mistake
+from ._guards import _Outcome
 from ._stability import (BIG_LOGITS_NOTE, LOG_OF_SOFTMAX_HINT, NAIVE_LSE_HINT, naive_log_softmax,
                          overflowing_log_softmax)
 
 _F64 = torch.float64  # byte and token counts: exact integers far beyond 2**24
 
 
-# ---- 练习 1: one layer's attention scores against the whole KV cache --------------------------
+# ---- 练习 1: generation that goes on past the window ------------------------------------------
+
+# (vocab, d_model, n_heads, n_layers, d_ff, window = max_len), (B, T0, n_new), seed. Every size
+# differs from case to case; the prompt is shorter than the window (a sequence that outgrows it),
+# as long as it, longer by 5 and 3, of length 1 and 2 (n_new = 0); B = 1 and B > 1; the last is
+# the first's twin (its sizes, another model and prompt).
+_GENERATION = [
+    ((11, 8, 2, 1, 16, 6), (2, 4, 7), 30),
+    ((13, 12, 3, 2, 20, 5), (1, 5, 4), 31),
+    ((17, 16, 4, 1, 24, 4), (3, 9, 5), 32),
+    ((9, 10, 1, 2, 12, 7), (2, 10, 1), 33),
+    ((10, 6, 2, 1, 10, 3), (4, 1, 6), 34),
+    ((14, 4, 4, 1, 8, 2), (1, 2, 0), 35),
+    ((11, 8, 2, 1, 16, 6), (2, 4, 7), 36),
+]
+_MIN_GAP = 1e-3  # the reference's greedy choices: top-2 logit gap, far above float32 rounding
+
+
+def _random_model(sizes: tuple, g: torch.Generator) -> DecoderOnly:
+    """A seeded model with learned positions (max_len = window), weights large enough to matter.
+
+    Built on the meta device and filled from ``g``: the global random state is left alone.
+    """
+    vocab, d_model, n_heads, n_layers, d_ff, window = sizes
+    config = TransformerConfig(vocab_size=vocab, d_model=d_model, n_heads=n_heads, n_layers=n_layers,
+                               d_ff=d_ff, max_len=window, positional="learned", tie_embeddings=False)
+    with torch.device("meta"):
+        model = DecoderOnly(config)
+    model.to_empty(device="cpu")
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "emb" in name:  # token and position vectors: N(0, 1), so that positions matter
+                p.copy_(torch.randn(p.shape, generator=g))
+            elif p.dim() > 1:  # linear layers: N(0, 1/fan_in); the output layer 3x wider spread
+                scale = 3.0 if name.startswith("lm_head") else 1.0
+                p.copy_(torch.randn(p.shape, generator=g) * scale / math.sqrt(p.shape[1]))
+            elif "norm" in name and name.endswith("weight"):  # gains near 1
+                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
+            else:  # biases
+                p.copy_(0.1 * torch.randn(p.shape, generator=g))
+    return model.eval()
+
+
+def _top2_gap(logits: Tensor) -> float:
+    top2 = logits.topk(2, dim=-1).values  # (B, 2)
+    return float((top2[:, 0] - top2[:, 1]).min())
+
+
+def _reference_gap(model: DecoderOnly, prompt: Tensor, n_new: int, window: int) -> float:
+    """The smallest top-2 logit gap among the reference's greedy choices (inf when n_new = 0)."""
+    tokens, gap = prompt, math.inf
+    with torch.no_grad():
+        for _ in range(n_new):
+            logits = model.next_token_logits(tokens[:, -window:])
+            gap = min(gap, _top2_gap(logits))
+            tokens = torch.cat([tokens, greedy(logits)[:, None]], dim=1)
+    return gap
+
+
+def _generation_cases() -> list[Case]:
+    cases = []
+    for sizes, (b, t0, n_new), seed in _GENERATION:
+        g = torch.Generator().manual_seed(seed)
+        while True:  # reseed until no greedy choice of the reference is a near-tie
+            model = _random_model(sizes, g)
+            prompt = torch.randint(0, sizes[0], (b, t0), generator=g)
+            if _reference_gap(model, prompt, n_new, sizes[-1]) > _MIN_GAP:
+                break
+        cases.append(Case((model, prompt, n_new, sizes[-1])))
+    return cases
+
+
+@torch.no_grad()
+def _generate_sliding(model: DecoderOnly, prompt: Tensor, n_new: int, window: int) -> Tensor:
+    tokens = prompt  # (B, T0)
+    for _ in range(n_new):
+        context = tokens[:, -window:]  # at most the last `window` tokens: positions 0 .. window-1
+        logits = model.next_token_logits(context)  # (B, V) at the last position
+        tokens = torch.cat([tokens, greedy(logits)[:, None]], dim=1)
+    return tokens  # (B, T0 + n_new)
+
+
+@torch.no_grad()
+def _no_crop(model, prompt, n_new, window):
+    tokens = prompt
+    for _ in range(n_new):
+        logits = model(tokens)[:, -1]  # the whole sequence: longer than the window soon
+        tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], dim=1)
+    return tokens
+
+
+@torch.no_grad()
+def _crop_one_more(model, prompt, n_new, window):
+    tokens = prompt
+    for _ in range(n_new):
+        logits = model(tokens[:, -(window + 1):])[:, -1]
+        tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], dim=1)
+    return tokens
+
+
+@torch.no_grad()
+def _crop_one_less(model, prompt, n_new, window):
+    tokens = prompt
+    for _ in range(n_new):
+        logits = model(tokens[:, -(window - 1):])[:, -1]
+        tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], dim=1)
+    return tokens
+
+
+@torch.no_grad()
+def _first_window(model, prompt, n_new, window):
+    tokens = prompt
+    for _ in range(n_new):
+        logits = model(tokens[:, :window])[:, -1]  # the oldest tokens, not the newest
+        tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], dim=1)
+    return tokens
+
+
+@torch.no_grad()
+def _crop_once(model, prompt, n_new, window):
+    tokens, context = prompt, prompt[:, -window:]  # cropped before the loop, never again
+    for _ in range(n_new):
+        next_id = model(context)[:, -1].argmax(-1, keepdim=True)
+        tokens = torch.cat([tokens, next_id], dim=1)
+        context = torch.cat([context, next_id], dim=1)
+    return tokens
+
+
+@torch.no_grad()
+def _stop_at_window(model, prompt, n_new, window):
+    tokens = prompt  # generate_within_window of 12.1
+    while tokens.shape[1] < min(window, prompt.shape[1] + n_new):
+        logits = model(tokens)[:, -1]
+        tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], dim=1)
+    return tokens
+
+
+@torch.no_grad()
+def _first_position(model, prompt, n_new, window):
+    tokens = prompt
+    for _ in range(n_new):
+        logits = model(tokens[:, -window:])[:, 0]  # the prediction after the context's first token
+        tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], dim=1)
+    return tokens
+
+
+@torch.no_grad()
+def _argmax_over_positions(model, prompt, n_new, window):
+    tokens = prompt
+    for _ in range(n_new):
+        logits = model(tokens[:, -window:])  # (B, T, V)
+        next_id = logits.argmax(dim=1)[:, -1:]  # over the positions: a position, not a token
+        tokens = torch.cat([tokens, next_id], dim=1)
+    return tokens
+
+
+@torch.no_grad()
+def _only_new(model, prompt, n_new, window):
+    tokens = prompt
+    for _ in range(n_new):
+        logits = model(tokens[:, -window:])[:, -1]
+        tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], dim=1)
+    return tokens[:, prompt.shape[1]:]
+
+
+# The ValueError of LearnedPositions.forward (positional.py) for a sequence longer than max_len.
+_TOO_LONG = "learned positions exist only"
+
+
+@dataclass(frozen=True)
+class _GenerationExercise(Exercise):
+    """An exercise whose learner feeds a model: the model's ValueError for an input longer than the
+    window is told in Chinese (it is the error a missing or wrong crop gives)."""
+
+    def _problem(self, outcome: _Outcome, ref: Tensor, case: Case) -> str | None:
+        error = outcome.error
+        if isinstance(error, ValueError) and _TOO_LONG in str(error):
+            window = case.args[3]
+            return (f"时模型抛出了 ValueError：送进模型的 token 多于 window = {window} 个，"
+                    f"而 learned 位置表只有第 0～{window - 1} 号位置。每一步只能把最后 window 个 token 送进模型。")
+        return super()._problem(outcome, ref, case)
+
+
+GENERATE = _GenerationExercise(
+    name="generate_sliding",
+    reference=_generate_sliding,
+    make_cases=_generation_cases,
+    reference_dtype=None,  # the model is float32; tokens are compared exactly
+    mistakes=(
+        Mistake("没有截断：序列长过 window 之后，每一步仍把整个序列送进模型，learned 位置表放不下（ValueError）。"
+                "每一步只送最后 window 个 token：tokens[:, -window:]。", _no_crop),
+        Mistake("截多了一个：每一步送进模型的是最后 window 个 token（tokens[:, -window:]），"
+                "你送了 window + 1 个，超出了位置表（ValueError）。", _crop_one_more),
+        Mistake("截少了一个：每一步送进模型的是最后 window 个 token（tokens[:, -window:]），你只送了 window − 1 个。",
+                _crop_one_less),
+        Mistake("留下的是最早的 window 个 token：滑动窗口要丢掉开头、保留最近的 token，是 tokens[:, -window:]，"
+                "不是 tokens[:, :window]。", _first_window),
+        Mistake("只在循环之前截了一次：生成的 token 让上下文每一步变长一个，所以每一步都要重新截取最后 window 个 token。",
+                _crop_once),
+        Mistake("序列填满窗口就停下了：那是 12.1 节 generate_within_window 的做法；这里要生成满 n_new 个 token，"
+                "窗口满了就丢掉最早的 token，继续生成。", _stop_at_window),
+        Mistake("用错了位置：下一个 token 的预测在最后一个位置的 logits 上（logits[:, -1]），你用的是位置 0。",
+                _first_position),
+        Mistake("argmax 的维度不对：logits 形状是 (B, T, V)，要在最后一个位置上对词表维（最后一维）取最大，"
+                "logits[:, -1].argmax(-1)；你在位置维上取了最大，得到的是位置编号而不是 token。",
+                _argmax_over_positions),
+        Mistake("只返回了新生成的 token：要返回 prompt 连同新 token，形状 (B, T0 + n_new)。", _only_new),
+    ),
+)
+check_generate_sliding = GENERATE.check
+
+
+# ---- 练习 2: one layer's attention scores against the whole KV cache --------------------------
 
 def _scores_cases() -> list[tuple]:
     # (lengths, n_layers, n_heads, n_kv_heads, d_head). The first case has every factor different
-    # (2, n_layers, n_heads, n_heads / n_kv_heads) and a length where the two are exactly equal (24);
-    # then GPT-2 small (multi-head) and a 7B-like model with grouped-query attention.
-    # The last is the first's twin (its model, other lengths, among them 1).
+    # (2, n_layers, n_heads, n_kv_heads, n_heads / n_kv_heads) and a length where the two sizes are
+    # exactly equal (24); then GPT-2 small (multi-head) and a 7B-like model with grouped-query
+    # attention. The last is the first's twin (its model, other lengths, among them 1). Both sizes
+    # are returned: a ratio alone cannot tell "cache of n_heads" from "scores of n_kv_heads".
     return [
         (torch.tensor([16.0, 24.0, 100.0, 1000.0], dtype=_F64), 3, 4, 2, 8),
         (torch.tensor([64.0, 1024.0, 8192.0], dtype=_F64), 12, 12, 12, 64),
@@ -32,43 +257,80 @@ def _scores_cases() -> list[tuple]:
     ]
 
 
-def _scores_ratio(lengths: Tensor, n_layers: int, n_heads: int, n_kv_heads: int, d_head: int, *,
-                  kv: int = 2, score_heads: int | None = None, per_query: Tensor | None = None) -> Tensor:
-    """Values in one layer's score matrix / values in the whole KV cache (same dtype, same batch)."""
-    heads = n_heads if score_heads is None else score_heads
-    scores = heads * lengths * (lengths if per_query is None else per_query)  # H x N x (keys per query)
-    cache = kv * n_layers * n_kv_heads * d_head * lengths  # K and V of every layer and position
-    return scores / cache  # (N,)
+def _scores_and_cache(lengths: Tensor, n_layers: int, n_heads: int, n_kv_heads: int,
+                      d_head: int) -> tuple[Tensor, Tensor]:
+    """Values in one layer's score matrices and in the whole KV cache, batch 1: two (N,) tensors."""
+    scores = n_heads * lengths * lengths  # one N x N matrix per query head
+    cache = 2 * n_layers * n_kv_heads * d_head * lengths  # K and V of every layer and position
+    return scores, cache
+
+
+def _cache_without_v(n, layers, heads, kv_heads, d):
+    scores, _ = _scores_and_cache(n, layers, heads, kv_heads, d)
+    return scores, layers * kv_heads * d * n  # K only
+
+
+def _cache_with_q(n, layers, heads, kv_heads, d):
+    scores, _ = _scores_and_cache(n, layers, heads, kv_heads, d)
+    return scores, 3 * layers * kv_heads * d * n  # Q, K and V
+
+
+def _cache_of_query_heads(n, layers, heads, kv_heads, d):
+    scores, _ = _scores_and_cache(n, layers, heads, kv_heads, d)
+    return scores, 2 * layers * heads * d * n  # one K/V pair per query head
+
+
+def _cache_of_one_layer(n, layers, heads, kv_heads, d):
+    scores, _ = _scores_and_cache(n, layers, heads, kv_heads, d)
+    return scores, 2 * kv_heads * d * n
+
+
+def _scores_of_kv_heads(n, layers, heads, kv_heads, d):
+    _, cache = _scores_and_cache(n, layers, heads, kv_heads, d)
+    return kv_heads * n * n, cache  # one score matrix per K/V head
+
+
+def _scores_of_one_head(n, layers, heads, kv_heads, d):
+    _, cache = _scores_and_cache(n, layers, heads, kv_heads, d)
+    return n * n, cache
+
+
+def _scores_like_q(n, layers, heads, kv_heads, d):
+    _, cache = _scores_and_cache(n, layers, heads, kv_heads, d)
+    return heads * n * d, cache  # N x d_head: the size of Q, not of the scores
+
+
+def _scores_below_diagonal(n, layers, heads, kv_heads, d):
+    _, cache = _scores_and_cache(n, layers, heads, kv_heads, d)
+    return heads * n * (n + 1) / 2, cache  # only the scores the causal mask keeps
 
 
 SCORES = Exercise(
     name="scores_vs_cache",
-    reference=_scores_ratio,
+    reference=_scores_and_cache,
     make_cases=_scores_cases,
     mistakes=(
-        Mistake("缓存少了因子 2：KV cache 每个位置既存 K，也存 V。",
-                lambda n, L, h, kv, d: _scores_ratio(n, L, h, kv, d, kv=1)),
-        Mistake("缓存用了查询头数 n_heads：分组查询注意力（GQA）里只缓存 n_kv_heads 组 K/V；"
-                "分数矩阵才是每个查询头一张。",
-                lambda n, L, h, kv, d: _scores_ratio(n, L, h, h, d)),
+        Mistake("缓存少了因子 2：KV cache 每个位置既存 K，也存 V。", _cache_without_v),
+        Mistake("缓存用了查询头数 n_heads：分组查询注意力（GQA）里只缓存 n_kv_heads 组 K/V。",
+                _cache_of_query_heads),
+        Mistake("分数矩阵用了 K/V 头数 n_kv_heads：分组查询注意力里几个查询头共用一组 K/V，"
+                "但每个查询头仍各算一张 N×N 的分数矩阵，一层共 n_heads 张。", _scores_of_kv_heads),
         Mistake("缓存只算了一层：要比较的是一层的分数矩阵和全部 n_layers 层的 KV cache。",
-                lambda n, L, h, kv, d: _scores_ratio(n, 1, h, kv, d)),
+                _cache_of_one_layer),
         Mistake("分数矩阵漏了头数：每个查询头各有一张 N×N 的分数矩阵，一层共 n_heads 张。",
-                lambda n, L, h, kv, d: _scores_ratio(n, L, h, kv, d, score_heads=1)),
+                _scores_of_one_head),
         Mistake("分数矩阵的大小不对：每个头是 N×N（每个 query 对每个 key 一个分数），随 N² 增长；"
-                "N×d_head 是 Q 或 K 的大小。",
-                lambda n, L, h, kv, d: _scores_ratio(n, L, h, kv, d, per_query=torch.full_like(n, d))),
-        Mistake("只数了因果掩码下的一半分数：可读实现存下的是完整的 N×N 矩阵，被遮住的位置也占着内存（分数里是 -inf，权重里是 0）。",
-                lambda n, L, h, kv, d: _scores_ratio(n, L, h, kv, d, per_query=(n + 1) / 2)),
-        Mistake("缓存里只有 K 和 V：因子是 2，不是 3（Q 用过就丢，不进缓存）。",
-                lambda n, L, h, kv, d: _scores_ratio(n, L, h, kv, d, kv=3)),
+                "N×d_head 是 Q 或 K 的大小。", _scores_like_q),
+        Mistake("只数了因果掩码下的一半分数：可读实现存下的是完整的 N×N 矩阵，被遮住的位置也占着内存"
+                "（分数里是 -inf，权重里是 0）。", _scores_below_diagonal),
+        Mistake("缓存里只有 K 和 V：因子是 2，不是 3（Q 用过就丢，不进缓存）。", _cache_with_q),
     ),
     dtype=_F64,  # the statement asks for float64
 )
 check_scores_vs_cache = SCORES.check
 
 
-# ---- 练习 2: the usable context window = min of three limits --------------------------------
+# ---- 练习 3: the usable context window = min of three limits --------------------------------
 
 GIB = 2.0**30
 
@@ -131,7 +393,7 @@ WINDOW = Exercise(
 check_usable_window = WINDOW.check
 
 
-# ---- 练习 3: loss at each position (the tool of the extrapolation experiment) ----------------
+# ---- 练习 4: loss at each position (the tool of the extrapolation experiment) ----------------
 
 def _loss_cases() -> list[tuple | Case]:
     g = torch.Generator().manual_seed(12)
@@ -179,4 +441,4 @@ LOSS = Exercise(
 )
 check_loss_by_position = LOSS.check
 
-EXERCISES = (SCORES, WINDOW, LOSS)
+EXERCISES = (GENERATE, SCORES, WINDOW, LOSS)
