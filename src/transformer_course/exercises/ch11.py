@@ -5,14 +5,30 @@ without subtracting the max, which only the cases with scores in the hundreds ex
 ``tests/test_exercises.py`` proves that every one of them is rejected with its own hint. Edge cases:
 an empty cache, one K/V head per query head (MHA) and one for all (MQA), lengths 0 and 1; the last
 ordinary case of each exercise is the first case's twin (its sizes, new values).
+
+Exercise 2 is a class: ``check_doubling_kv_cache(cls)`` runs small models with instances of it as
+their cache (one layer and four, a prompt of one token, chunks after a prefill, two caches alive at
+once; the default capacity, capacity 1 and 3 and one never outgrown, a chunk that needs two doublings
+at once) and checks each of its answers on the way, including the forwards in which its buffers must
+move to new memory.
 """
 from __future__ import annotations
 
+import collections
+import copy
+import sys
+import types
+from typing import Any, Callable
+
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from ..attention import causal_mask, scaled_dot_product_attention
-from ._core import Case, Exercise, Mistake, randn as _randn
+from ..config import TransformerConfig
+from ..kv_cache import KVCache
+from ..models import DecoderOnly
+from ._core import Case, Exercise, Forbidden, Mistake, randn as _randn
+from ._guards import _Watch
 from ._stability import LARGE_ATOL, LARGE_NOTE, NAIVE_HINT, naive_softmax
 
 
@@ -103,7 +119,570 @@ CACHED = Exercise(
 check_attend_with_cache = CACHED.check
 
 
-# ---- 练习 2: grouped-query attention ----------------------------------------------------------
+# ---- 练习 2: a KV cache that doubles its buffers -------------------------------------------------
+#
+# The learner writes a class; check_doubling_kv_cache(cls) turns it into the function the Exercise
+# evaluates: a small seeded model gets new instances of the class as its cache and is fed the tokens
+# chunk by chunk (a prefill, then decoding steps or chunks); the result is the logits of every
+# position, compared with the same run on tc.KVCache. While the model uses the learner's cache, each
+# of its answers is checked against what it was given (its pos; each update's K/V, exact copies in
+# order) and against the statement's capacity rule: the returned k_all and v_all must live in new
+# memory (another storage data_ptr than in the forward before) exactly in the forwards where
+# pos + T_new outgrows the capacity, so a wrong cache gets a sentence on what it did.
+
+class CacheError(Exception):
+    """What the learner's cache did wrong, seen while the model used it (a Chinese sentence)."""
+
+
+SHARED = ("类属性（类体里、方法之外的列表或字典）或可变的默认参数（def __init__(self, n_layers, k=[])）里存了 K/V："
+          "它们只有一份，每个缓存实例改的都是它")
+DEFAULT_CAPACITY = 4  # the statement's default: cases with this capacity call cls(n_layers) without it
+
+
+def _capacities(chunks: list[int], capacity: int) -> list[int]:
+    """The capacity after each forward, by the statement's rule: doubled until pos + T_new fits."""
+    caps, end = [], 0
+    for n in chunks:
+        end += n
+        while capacity < end:
+            capacity *= 2
+        caps.append(capacity)
+    return caps
+
+
+def _holds_tensor(x: Any, depth: int, seen: set[int]) -> bool:
+    """Whether ``x`` reaches a tensor through containers and attributes, in ``depth`` steps at most."""
+    if isinstance(x, torch.Tensor):
+        return True
+    if (depth == 0 or id(x) in seen or len(seen) > 5000
+            or isinstance(x, (type, types.ModuleType, types.FunctionType, str, bytes))):
+        return False
+    seen.add(id(x))
+    try:
+        if isinstance(x, dict):
+            items = list(x.values())
+        elif isinstance(x, (list, tuple, set, frozenset, collections.deque)):
+            items = list(x)
+        else:
+            items = list(vars(x).values()) if hasattr(x, "__dict__") else []
+    except Exception:  # an object that cannot be looked into holds nothing we can see
+        return False
+    return any(_holds_tensor(item, depth - 1, seen) for item in items)
+
+
+class _ClassState:
+    """State kept on the learner's classes (class attributes, mutable default arguments) that holds
+    tensors: K/V shared by every instance. A tensor that is itself a class attribute is allowed while
+    it stays the same object (a constant), not when it is rebound."""
+
+    def __init__(self) -> None:
+        self.classes: list[type] = []
+        self.tensors: dict[tuple[type, str], int] = {}
+
+    def add(self, cls: type) -> None:
+        new = [c for c in cls.__mro__ if c not in self.classes and c.__module__ not in ("builtins", "abc")
+               and not c.__module__.startswith("torch")]
+        if new:
+            self.classes += new
+            holds, tensors = self._look(new)
+            self.tensors.update(tensors)
+            if holds:
+                raise CacheError(SHARED)
+
+    def shared(self) -> bool:
+        holds, tensors = self._look(self.classes)
+        return holds or tensors != self.tensors
+
+    @staticmethod
+    def _look(classes: list[type]) -> tuple[bool, dict[tuple[type, str], int]]:
+        holds, tensors = False, {}
+        for c in classes:
+            for name, value in list(vars(c).items()):
+                if isinstance(value, torch.Tensor):
+                    tensors[c, name] = id(value)
+                    continue
+                fns = ((value.fget, value.fset) if isinstance(value, property)
+                       else (value.__func__,) if isinstance(value, (staticmethod, classmethod)) else (value,))
+                defaults = [d for f in fns if isinstance(f, types.FunctionType)
+                            for d in (*(f.__defaults__ or ()), *(f.__kwdefaults__ or {}).values())]
+                stored = [d for d in defaults if not isinstance(d, torch.Tensor)]  # __init__(self, n, k=[])
+                dunder = name.startswith("__") and name.endswith("__")  # __dict__, __doc__, ...: not state
+                if not dunder and not isinstance(value, (property, types.FunctionType, staticmethod, classmethod)):
+                    stored.append(value)
+                holds = holds or any(_holds_tensor(s, 4, set()) for s in stored)
+        return holds, tensors
+
+
+def _kind(t: Tensor) -> str:
+    layout = "" if t.layout == torch.strided else f"，{t.layout}"
+    return f"{t.dtype}（在 {t.device} 上{layout}）"
+
+
+def _returned(x: Any) -> str:
+    if x is None:
+        return "None——是不是忘了写 return？"
+    if isinstance(x, (tuple, list)):
+        return f"含 {len(x)} 个元素的 {type(x).__name__}"
+    return type(x).__name__
+
+
+class _Watched:
+    """What the model sees as its cache: the learner's instance, each call into it made with the
+    course-package rule on, each answer checked; ``pos`` is the number of positions given so far and
+    ``caps[f]`` the capacity the statement's rule gives after forward ``f + 1``."""
+
+    def __init__(self, cls: type, n_layers: int, capacity: int, caps: list[int], profile: Any,
+                 state: _ClassState, label: str) -> None:
+        self.profile, self.state, self.label, self.caps = profile, state, label, caps
+        self.given: list[list[tuple[Tensor, Tensor]]] = [[] for _ in range(n_layers)]  # copies of each layer's k, v
+        self.last: list[Any] = [None] * n_layers  # what each layer returned in the forward before
+        self.pos = self.forward = self.t_new = 0
+        kwargs = {} if capacity == DEFAULT_CAPACITY else {"capacity": capacity}
+        self.cache = self.call(cls, n_layers, **kwargs)
+
+    def call(self, f: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if self.profile is None:
+            return f(*args, **kwargs)
+        sys.setprofile(self.profile)  # the learner's code runs watched; the model does not
+        try:
+            return f(*args, **kwargs)
+        finally:
+            sys.setprofile(None)
+
+    def check_pos(self, when: str) -> None:
+        pos = self.call(getattr, self.cache, "pos")
+        if isinstance(pos, bool) or not isinstance(pos, int):
+            raise CacheError(f"{self.label}cache.pos 应是一个 int（已经存下的位置数），你的是 {type(pos).__name__}")
+        if pos != self.pos:
+            raise CacheError(f"{self.label}{when}，cache.pos 应为 {self.pos}（已经存下的位置数），你的是 {pos}")
+
+    def before(self, t_new: int) -> None:
+        self.forward, self.t_new = self.forward + 1, t_new
+        self.check_pos("新建时" if self.forward == 1 else f"第 {self.forward} 次前向之前")
+
+    def layer(self, i: int) -> _WatchedLayer:
+        obj = self.call(self.cache.layer, i)
+        if not callable(getattr(obj, "update", None)):
+            raise CacheError(f"{self.label}layer({i}) 应返回一个有 update(k, v) 方法的对象，你的返回了 {_returned(obj)}")
+        self.state.add(type(obj))
+        return _WatchedLayer(self, i, obj)
+
+    def advance(self, n: int) -> None:
+        self.call(self.cache.advance, n)
+        self.pos += n
+
+
+class _WatchedLayer:
+    def __init__(self, owner: _Watched, index: int, obj: Any) -> None:
+        self.owner, self.index, self.obj = owner, index, obj
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        o, i = self.owner, self.index
+        o.given[i].append((k.clone(), v.clone()))
+        out = o.call(self.obj.update, k, v)
+        where = f"{o.label}第 {o.forward} 次前向中 layer({i}).update"
+        if not (isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(t, torch.Tensor) for t in out)):
+            raise CacheError(f"{where} 应返回 (k_all, v_all) 两个张量，你的返回了 {_returned(out)}")
+        end, f = o.pos + o.t_new, o.forward - 1
+        for j, (name, got, new) in enumerate([("k_all", out[0], k), ("v_all", out[1], v)]):
+            expected = torch.cat([kv[j] for kv in o.given[i]], dim=2)  # (B, H, pos + T_new, d_head)
+            if got.shape != expected.shape:
+                raise CacheError(f"{where} 返回的 {name} 形状为 {tuple(got.shape)}，应为 {tuple(expected.shape)}，"
+                                 f"即 (B, H, pos + T_new, d_head)，这里 pos = {o.pos}、T_new = {o.t_new}")
+            if (got.dtype, got.device, got.layout) != (new.dtype, new.device, new.layout):
+                raise CacheError(f"{where} 返回的 {name} 是 {_kind(got)}，应与传入的 {name[0]} 相同：{_kind(new)}")
+            # new memory: another storage than in the forward before (which is kept alive, so its
+            # address cannot be reused)
+            moved = f > 0 and got.untyped_storage().data_ptr() != o.last[i][j].untyped_storage().data_ptr()
+            wrong = (got != expected).flatten(3).any(-1).any(1).any(0)  # (pos + T_new,) positions that differ
+            if wrong.any():
+                p = int(wrong.nonzero()[0])
+                if moved and p < o.pos:
+                    raise CacheError(f"{where} 返回的 {name} 换到了新的内存，之前存下的位置却不对：换缓冲区时，"
+                                     f"前 pos = {o.pos} 个位置的历史没有一起复制过去")
+                should = (f"之前存下的第 {p} 个位置" if p < o.pos else f"这次传入的 {name[0]} 的第 {p - o.pos} 个位置")
+                raise CacheError(f"{where} 返回的 {name} 在位置 {p} 上不对，应是{should}"
+                                 f"（历史在前，新的在 [pos, pos + T_new)，长度 pos + T_new）")
+            grows = f > 0 and o.caps[f] != o.caps[f - 1]  # the statement's rule: new buffers in this forward
+            if moved and not grows:
+                raise CacheError(f"{where} 返回的 {name} 换了一块新内存（存储的 data_ptr 变了），可 pos + T_new = "
+                                 f"{end} 没有超过容量 {o.caps[f]}：装得下时要原地写进原来的缓冲区，返回它的切片（视图）")
+            if grows and not moved:
+                raise CacheError(f"{where}：pos + T_new = {end} 超过了容量 {o.caps[f - 1]}，应换成容量为 {o.caps[f]} "
+                                 f"的新缓冲区（翻倍到装得下，历史复制一次），你返回的 {name} 却还在原来的内存里")
+        o.last[i] = out
+        return out[0], out[1]
+
+
+def _feed(model: nn.Module, rows: tuple[Tensor, ...], chunks: Tensor, caches: list[Any]) -> Tensor:
+    """Each cache's rows, chunk by chunk, the caches in turn: the logits ``(B, T, V)``."""
+    logits: list[list[Tensor]] = [[] for _ in caches]
+    start = 0
+    for n in chunks.tolist():
+        for out, r, cache in zip(logits, rows, caches):
+            if isinstance(cache, _Watched):
+                cache.before(n)
+            out.append(model(r[:, start:start + n], cache=cache))  # (b, n, V)
+        start += n
+    for cache in caches:
+        if isinstance(cache, _Watched):
+            cache.check_pos("最后一次前向之后")
+    return torch.cat([torch.cat(out, dim=1) for out in logits], dim=0)
+
+
+def _play(model: nn.Module, idx: Tensor, chunks: Tensor, n_caches: int, capacity: int, cls: type | None) -> Tensor:
+    """Feed ``idx (B, T)`` to ``model`` in chunks of ``chunks (S,)`` tokens, the rows split among
+    ``n_caches`` instances of ``cls`` (starting capacity ``capacity``) alive at once; the logits
+    ``(B, T, V)``. ``cls=None``: the same run in float64 on ``tc.KVCache`` (the reference).
+
+    The rule against the course package watches calls with ``sys.setprofile``. The model is course
+    code, so that profile is off while it runs and on around each call into the learner's cache
+    (any other profiler, such as cProfile, is left alone).
+    """
+    profile = sys.getprofile()
+    if not isinstance(getattr(profile, "__self__", None), _Watch):
+        profile = None
+    if profile is not None:
+        sys.setprofile(None)
+    try:
+        with torch.no_grad():
+            rows = idx.tensor_split(n_caches, dim=0)  # one group of rows per cache
+            if cls is None:
+                model = copy.deepcopy(model).double()
+                caches = [KVCache.from_config(model.config, batch_size=r.shape[0], dtype=torch.float64) for r in rows]
+                return _feed(model, rows, chunks, caches)
+            state = _ClassState()
+            caps = _capacities(chunks.tolist(), capacity)
+            try:
+                state.add(cls)
+                labels = [f"第 {c + 1} 个缓存：" if n_caches > 1 else "" for c in range(n_caches)]
+                caches = [_Watched(cls, model.config.n_layers, capacity, caps, profile, state, label)
+                          for label in labels]
+                logits = _feed(model, rows, chunks, caches)
+            except NotImplementedError:
+                raise
+            except Exception as e:
+                if state.shared():
+                    raise CacheError(SHARED) from e
+                raise
+            if state.shared():
+                raise CacheError(SHARED)
+            return logits
+    finally:
+        if profile is not None:
+            sys.setprofile(profile)
+
+
+def _as_function(cls: type | Callable[[], type]) -> Callable[..., Tensor]:
+    """The function the Exercise evaluates, for a cache class (or a function making a new class per case)."""
+    def run(idx: Tensor, chunks: Tensor, model: nn.Module, n_caches: int, capacity: int) -> Tensor:
+        return _play(model, idx, chunks, n_caches, capacity, cls if isinstance(cls, type) else cls())
+    return run
+
+
+def _doubling_reference(idx: Tensor, chunks: Tensor, model: nn.Module, n_caches: int, capacity: int) -> Tensor:
+    return _play(model, idx, chunks, n_caches, capacity, None)
+
+
+def _model(n_layers: int, n_heads: int, d_model: int, vocab: int, positional: str, max_len: int,
+           seed: int) -> DecoderOnly:
+    """A small seeded model whose logits are of order one (the default init of 0.02 gives nearly
+    uniform attention, where a wrong cache changes little)."""
+    config = TransformerConfig(vocab_size=vocab, d_model=d_model, n_heads=n_heads, n_layers=n_layers,
+                               d_ff=2 * d_model, max_len=max_len, positional=positional)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = DecoderOnly(config)
+        for m in model.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.normal_(m.weight, std=m.in_features ** -0.5)
+            elif isinstance(m, nn.Embedding):
+                nn.init.normal_(m.weight)
+    return model.eval()
+
+
+_DOUBLING_CASES = [
+    # (n_layers, n_heads, d_model, vocab, positional, B, chunks, n_caches, capacity)
+    # a prefill of 3, then single tokens and pairs up to 17 positions: full at 4, 8, 16, new buffers at
+    # 5, 9 and 17 (growing by 4 would move them at 13 too)
+    (2, 4, 24, 37, "learned", 2, (3, 1, 1, 2, 1, 1, 2, 2, 2, 1, 1), 1, 4),
+    # one layer, batch 1, a prompt of one token, capacity 1: the chunk of 12 doubles 4 -> 8 -> 16 at once
+    (1, 2, 16, 29, "rope", 1, (1, 1, 1, 12, 1, 1), 1, 1),
+    # capacity 3: the first chunk already needs 6; then 12 and 24
+    (3, 3, 30, 41, "alibi", 3, (4, 3, 2, 1, 3), 1, 3),
+    # two caches alive at once (rows 0 | 1, 2)
+    (2, 2, 20, 23, "sinusoidal", 3, (3, 2, 1, 1, 2), 2, 4),
+    # four layers, one head, a chunk of 4 mid-decode; capacity 10 is never outgrown (full at the end)
+    (4, 1, 12, 19, "rope", 2, (2, 1, 4, 1, 1, 1), 1, 10),
+    # the first case's twin: its model, other tokens
+    (2, 4, 24, 37, "learned", 2, (3, 1, 1, 2, 1, 1, 2, 2, 2, 1, 1), 1, 4),
+]
+
+
+def _plan(chunks: tuple[int, ...], capacity: int) -> str:
+    """The statement's capacity rule on one case, in words (for the case's note)."""
+    caps = _capacities(list(chunks), capacity)
+    moves = [f + 1 for f in range(1, len(caps)) if caps[f] != caps[f - 1]]
+    start = "默认容量 4" if capacity == DEFAULT_CAPACITY else f"capacity={capacity}"
+    if not moves:
+        return f"{start}，容量 {caps[0]} 一直够用，缓冲区不应换新"
+    steps = " → ".join(str(c) for c in dict.fromkeys(caps))
+    return f"{start}，容量依次为 {steps}，缓冲区应在第 {'、'.join(map(str, moves))} 次前向换新（共 {len(moves)} 次）"
+
+
+def _doubling_cases() -> list[Case]:
+    g = torch.Generator().manual_seed(22)
+    cases = []
+    for seed, (n_layers, n_heads, d_model, vocab, positional, b, chunks, n_caches, capacity) in enumerate(
+            _DOUBLING_CASES):
+        seed = 0 if seed == len(_DOUBLING_CASES) - 1 else seed  # the twin: the first case's weights
+        model = _model(n_layers, n_heads, d_model, vocab, positional, sum(chunks) + 3, 100 + seed)
+        idx = torch.randint(0, vocab, (b, sum(chunks)), generator=g)
+        two = "；两个缓存同时使用（batch 的行分给两个实例，轮流前向），实例之间不能共享状态" if n_caches > 1 else ""
+        note = (f"{n_layers} 层、{n_heads} 个头、d_head = {d_model // n_heads}、{positional} 位置编码、batch {b}，"
+                f"每次前向送入的 token 数依次为 {list(chunks)}；{_plan(chunks, capacity)}{two}")
+        cases.append(Case((idx, torch.tensor(chunks), model, n_caches, capacity), note=note))
+    return cases
+
+
+# The typical wrong classes. _Layer and _Cache are the right design (one object per layer, buffers
+# written in place at pos, doubled until they fit, the history copied once); each mistake changes one thing.
+
+class _Layer:
+    def __init__(self, cache: Any) -> None:
+        self.cache, self.k, self.v = cache, None, None
+
+    def size(self, end: int) -> int:  # the capacity that holds `end` positions
+        size = self.cache.capacity if self.k is None else self.k.shape[2]
+        while size < end:
+            size *= 2
+        return size
+
+    def moved(self, old: Tensor | None, new: Tensor, size: int) -> Tensor:  # a new buffer with the history
+        buf = new.new_zeros(new.shape[0], new.shape[1], size, new.shape[3])
+        if old is not None:
+            buf[:, :, :self.cache.pos] = old[:, :, :self.cache.pos]
+        return buf
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        pos, end = self.cache.pos, self.cache.pos + k.shape[2]
+        size = self.size(end)
+        if self.k is None or size > self.k.shape[2]:
+            self.k, self.v = self.moved(self.k, k, size), self.moved(self.v, v, size)
+        self.k[:, :, pos:end], self.v[:, :, pos:end] = k, v
+        return self.k[:, :, :end], self.v[:, :, :end]
+
+
+class _Cache:
+    layer_class: type = _Layer
+
+    def __init__(self, n_layers: int, capacity: int = DEFAULT_CAPACITY) -> None:
+        self.layers = [self.layer_class(self) for _ in range(n_layers)]
+        self.capacity, self.pos = capacity, 0
+
+    def layer(self, i: int) -> Any:
+        return self.layers[i]
+
+    def advance(self, n: int) -> None:
+        self.pos += n
+
+
+def _with_layers(layer: type) -> type:
+    """The right cache, with each layer's object of class ``layer``."""
+    return type("Cache", (_Cache,), {"layer_class": layer})
+
+
+class _Catting(_Layer):  # the chapter's GrowingCache
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        if self.k is None:
+            self.k, self.v = k, v
+        else:
+            self.k, self.v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
+        return self.k, self.v
+
+
+class _GrowingByCapacity(_Layer):
+    def size(self, end: int) -> int:
+        size = self.cache.capacity if self.k is None else self.k.shape[2]
+        while size < end:
+            size += self.cache.capacity  # should double
+        return size
+
+
+class _DoublingOnce(_Layer):
+    def size(self, end: int) -> int:
+        size = self.cache.capacity if self.k is None else self.k.shape[2]
+        if size < end:  # should be `while`
+            size *= 2
+        return size
+
+
+class _NotCopying(_Layer):
+    def moved(self, old: Tensor | None, new: Tensor, size: int) -> Tensor:
+        return new.new_zeros(new.shape[0], new.shape[1], size, new.shape[3])  # the history is lost
+
+
+class _ReturningBuffer(_Layer):
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        super().update(k, v)
+        return self.k, self.v  # all capacity positions
+
+
+class _WritingAtZero(_Layer):
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        end = self.cache.pos + k.shape[2]
+        size = self.size(end)
+        if self.k is None or size > self.k.shape[2]:
+            self.k, self.v = self.moved(self.k, k, size), self.moved(self.v, v, size)
+        self.k[:, :, :k.shape[2]], self.v[:, :, :k.shape[2]] = k, v  # should be pos:end
+        return self.k[:, :, :end], self.v[:, :, :end]
+
+
+class _ReturningNew(_Layer):
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        super().update(k, v)
+        return k, v
+
+
+class _SwappingKV(_Layer):
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        k_all, v_all = super().update(k, v)
+        return v_all, k_all
+
+
+class _MovingPos(_Layer):
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        out = super().update(k, v)
+        self.cache.pos += k.shape[2]  # every layer moves it: n_layers times per forward
+        return out
+
+
+class _PosInUpdate(_Cache):
+    layer_class = _MovingPos
+
+    def advance(self, n: int) -> None:
+        pass
+
+
+class _OneLayerForAll(_Cache):
+    def __init__(self, n_layers: int, capacity: int = DEFAULT_CAPACITY) -> None:
+        super().__init__(n_layers, capacity)
+        self.layers = [_Layer(self)] * n_layers  # n_layers references to one object
+
+
+class _NoAdvance(_Cache):
+    def advance(self, n: int) -> None:
+        pass
+
+
+class _AdvanceByOne(_Cache):
+    def advance(self, n: int) -> None:
+        self.pos += 1  # as if every forward brought one token
+
+
+class _PosSetToN(_Cache):
+    def advance(self, n: int) -> None:
+        self.pos = n  # should be +=
+
+
+def _class_attribute() -> type:
+    """A new class per case (the checker's own mistake must not remember the last evaluation)."""
+    class Cache(_Cache):
+        layers: list = []  # a class attribute: every instance appends to, and reads, this one list
+
+        def __init__(self, n_layers: int, capacity: int = DEFAULT_CAPACITY) -> None:
+            self.capacity, self.pos = capacity, 0
+            self.layers.extend(_Layer(self) for _ in range(n_layers))
+    return Cache
+
+
+class _PackageCacheInside:
+    """The shortcut: a tc.KVCache inside, swapped for a longer one (the history copied) when full."""
+
+    def __init__(self, n_layers: int, capacity: int = DEFAULT_CAPACITY) -> None:
+        self.n_layers, self.capacity, self.inner = n_layers, capacity, None
+
+    @property
+    def pos(self) -> int:
+        return 0 if self.inner is None else self.inner.pos
+
+    def layer(self, i: int) -> Any:
+        return types.SimpleNamespace(update=lambda k, v: self.update(i, k, v))
+
+    def update(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        size = self.capacity if self.inner is None else self.inner.max_len
+        while size < self.pos + k.shape[2]:
+            size *= 2
+        if self.inner is None or size > self.inner.max_len:
+            new = KVCache(n_layers=self.n_layers, batch_size=k.shape[0], n_heads=k.shape[1], d_head=k.shape[3],
+                          max_len=size, dtype=k.dtype)
+            if self.inner is not None:  # (L, B, H, max_len, d_head): copy the first pos positions
+                old, p = self.inner, self.pos
+                new.k[..., :p, :], new.v[..., :p, :], new.pos = old.k[..., :p, :], old.v[..., :p, :], p
+            self.inner = new
+        return self.inner.layer(i).update(k, v)
+
+    def advance(self, n: int) -> None:
+        self.inner.advance(n)
+
+
+DOUBLING = Exercise(
+    name="doubling_kv_cache",
+    reference=_doubling_reference,
+    make_cases=_doubling_cases,
+    mistakes=(
+        Mistake("每次前向返回的 k_all 都换了一块新内存：torch.cat（或 clone()、contiguous()）每一步都把全部历史搬一遍，"
+                "这正是 11.2 节的 GrowingCache。请在缓冲区里原地写入 [pos, pos + T_new)，返回它前 pos + T_new 个位置的"
+                "切片（视图，不复制），只在装不下时才换缓冲区。", _as_function(_with_layers(_Catting))),
+        Mistake("容量装不下时要翻倍（capacity *= 2），你每次只加了一个初始容量：那样生成 n 个 token 要换约 n / capacity "
+                "次缓冲区，翻倍只要约 log₂(n / capacity) 次。", _as_function(_with_layers(_GrowingByCapacity))),
+        Mistake("一次送入的位置可能多到要连续翻倍不止一次（pos + T_new 超过容量的两倍）：要用 while 循环翻倍，"
+                "直到装得下，而不是只翻倍一次（if）。", _as_function(_with_layers(_DoublingOnce))),
+        Mistake("换缓冲区时忘了复制历史：新缓冲区的前 pos 个位置要先从旧缓冲区复制过来"
+                "（new_k[:, :, :pos] = self.k[:, :, :pos]），再写入新位置。", _as_function(_with_layers(_NotCopying))),
+        Mistake("update 要返回前 pos + T_new 个位置（self.k[:, :, :pos + T_new]），你返回了整个缓冲区"
+                "（capacity 个位置，后面是还没写入的空位）。", _as_function(_with_layers(_ReturningBuffer))),
+        Mistake("新位置要写进 [pos, pos + T_new)，你写在了缓冲区的开头 [0, T_new)，把历史覆盖了。",
+                _as_function(_with_layers(_WritingAtZero))),
+        Mistake("pos 前进得太多：update 每一层都会调用一次，pos 只应在 advance(n) 里前进（模型在所有层都写完之后"
+                "调用一次 advance）。", _as_function(_PosInUpdate)),
+        Mistake("所有层共用了同一个缓存对象：每一层要有自己的 K/V。[x] * n_layers 得到的是同一个对象的 n_layers 个引用，"
+                "要用 [Layer(...) for _ in range(n_layers)]。", _as_function(_OneLayerForAll)),
+        Mistake("不同的缓存实例共用了同一份 K/V：类体里（方法之外）写的列表、字典（如 layers = []）是类属性，"
+                "可变的默认参数也一样，所有实例共用一份；请在 __init__ 里为每个实例新建（self.layers = [...]）。",
+                _as_function(_class_attribute)),
+        Mistake("update 要返回到目前为止的全部 K/V（历史加上新传入的，长度 pos + T_new），你只返回了新传入的 k、v。",
+                _as_function(_with_layers(_ReturningNew))),
+        Mistake("pos 没有前进：advance(n) 要把 pos 加上 n，否则下一次前向的新 token 会被当成从位置 0 开始。",
+                _as_function(_NoAdvance)),
+        Mistake("advance(n) 要让 pos 前进 n（这次前向送入的 token 数），你每次只加了 1：prefill 和分块送入时 n 大于 1。",
+                _as_function(_AdvanceByOne)),
+        Mistake("advance(n) 要把 n 加到 pos 上（self.pos += n），你把 pos 设成了 n。", _as_function(_PosSetToN)),
+        Mistake("update 应按 (k_all, v_all) 的顺序返回，你把 K 和 V 对调了。",
+                _as_function(_with_layers(_SwappingKV))),
+    ),
+    atol=1e-4,
+    forbidden=(
+        Forbidden("这道题要你自己写缓存：不要在类里使用课程包的 tc.KVCache（或课程包的其他函数），"
+                  "用 torch 的张量和切片赋值即可", course=True, example=_as_function(_PackageCacheInside)),
+    ),
+)
+
+
+def check_doubling_kv_cache(cls: Any) -> None:
+    """Check a KV-cache class (pass the class itself) in small models; print one Chinese line.
+
+    The verdicts are the exercise's; a problem the checker found while the model used the cache is
+    told as what the cache did, and "你的函数" reads "你的缓存类" (the learner wrote a class).
+    """
+    if not isinstance(cls, type):
+        print(f"{DOUBLING.name}：请传入你写的类本身（不要加括号创建实例），收到的是 {type(cls).__name__}。")
+        return
+    message = DOUBLING.evaluate(_as_function(cls)).message
+    print(message.replace("时你的函数抛出了 CacheError：", "：").replace("你的函数", "你的缓存类"))
+
+
+# ---- 练习 3: grouped-query attention ----------------------------------------------------------
 
 def _gqa_cases() -> list[tuple | Case]:
     g = torch.Generator().manual_seed(21)
@@ -156,7 +735,7 @@ GQA = Exercise(
 check_grouped_query_attention = GQA.check
 
 
-# ---- 练习 3: the memory formula -----------------------------------------------------------------
+# ---- 练习 4: the memory formula -----------------------------------------------------------------
 
 GIB = 2**30
 
@@ -205,4 +784,4 @@ GIB_EXERCISE = Exercise(
 )
 check_kv_cache_gib = GIB_EXERCISE.check
 
-EXERCISES = (CACHED, GQA, GIB_EXERCISE)
+EXERCISES = (CACHED, DOUBLING, GQA, GIB_EXERCISE)
