@@ -6,6 +6,7 @@
 #   make bench       performance measurements (5-9 minutes on 2 cores) into bench/results.{md,json}
 #   make portability every chapter under nbval on each CPU kernel path x 1/2 threads (docs/portability.md)
 #   make margins     training-outcome claims over 5 seeds x 3 kernel paths (docs/margins.md)
+#   make pdf         the whole book as one PDF (_build/pdf/book.pdf) from the stored outputs; needs chromium
 PYTHON ?= python3
 TORCH  ?= torch==2.13.0
 TORCH_INDEX ?=
@@ -13,7 +14,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: book test exercises execute bench portability margins setup-cells clean
+.PHONY: book test exercises execute bench portability margins pdf setup-cells clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -49,6 +50,9 @@ portability: $(STAMP)
 
 margins: $(STAMP)
 	$(BIN)/python tools/margins.py
+
+pdf: $(STAMP)
+	$(BIN)/python tools/pdf.py
 
 setup-cells: $(STAMP)
 	$(BIN)/python tools/notebook_setup.py

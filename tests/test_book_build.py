@@ -183,3 +183,25 @@ def test_search_finds_every_glossary_term_and_chapter_title_in_the_top_three(bro
         if rank is None or rank > 3:
             missed[query] = (rank, shown[:3])
     assert not missed, f"search misses (query: rank, first three): {missed}"
+
+
+def test_the_whole_book_prints_as_one_pdf(book, tmp_path):
+    """tools/pdf.py: every page of the toc joined in order, printed by Chromium; solutions stay folded."""
+    import pdf
+
+    if shutil.which("chromium") is None:
+        if os.environ.get("TC_REQUIRE_BROWSER") == "1":
+            pytest.fail("the PDF needs chromium")
+        pytest.skip("the PDF needs chromium")
+    html = book[1]
+    joined = pdf.join_pages(html, pdf.toc_pages())
+    text = joined.read_text(encoding="utf-8")
+    titles = [sphinx_course.chapter_title(c) for c in CHAPTERS]
+    positions = [text.find(t) for t in titles]
+    assert -1 not in positions and positions == sorted(positions), "every chapter, in order"
+    out = tmp_path / "book.pdf"
+    pdf.print_pdf(html, pdf.PRINT_PAGE, out)
+    assert out.read_bytes().startswith(b"%PDF")
+    assert pdf.page_count(out) > 10 * len(CHAPTERS)  # A4, each chapter from a new page
+    css = (html / "_static" / "course.css").read_text(encoding="utf-8")
+    assert "div.solution.dropdown > :not(.admonition-title)" in css  # the print rule folding them
