@@ -1,7 +1,8 @@
 # The course's commands. Each one creates .venv and installs what it needs on first use.
 #   make book        build the book into _build/html (executes every chapter)
 #   make test        run every test (package, checkers, notebooks, exercise versions, strict Sphinx build)
-#   make exercises   write the exercise versions to exercises/ (never overwrites a notebook you edited)
+#   make exercises   write the notebooks Colab and Jupyter open, in plain Markdown: exercises/ (solutions
+#                    stubbed) and colab/ (full chapters; the book's Colab button); never overwrites your edits
 #   make execute     re-run chapters and store their outputs (after editing a chapter)
 #   make bench       performance measurements (5-9 minutes on 2 cores) into bench/results.{md,json}
 #   make portability every chapter under nbval on each CPU kernel path x 1/2 threads (docs/portability.md)

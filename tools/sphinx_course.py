@@ -3,6 +3,9 @@
 - Derives the Colab addresses from the one repository address in _config.yml: adds the MyST substitution
   ``colab`` (e.g. ``https://colab.research.google.com/github/OWNER/REPO/blob/main``), so that a page can
   link to a notebook on Colab with ``{{ '[在 Colab 打开](' ~ colab ~ '/exercises/03_self_attention.ipynb)' }}``.
+- Points each chapter's Colab launch button at ``colab/NN_slug.ipynb``, the chapter in plain Markdown
+  (written by tools/make_exercises.py), instead of ``book/NN_slug.ipynb``, whose MyST syntax Colab
+  would show as raw text.
 - Gives the Chinese search a jieba user dictionary of the course's own terms (the glossary's Chinese
   terms and the chapter titles), so that 位置编码 is indexed as a word and not only as 位置 + 编码;
   a query is looked up whole, so without it the book's own titles found nothing.
@@ -24,17 +27,30 @@ from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.config import Config
 
-
-def colab_base(repo_url: str, branch: str) -> str:
-    """``https://github.com/OWNER/REPO`` → the Colab address of that repository's ``branch``."""
-    path = repo_url.rstrip("/").removesuffix(".git").split("github.com/", 1)[-1]
-    return f"https://colab.research.google.com/github/{path}/blob/{branch}"
+from make_exercises import colab_base  # one definition of the Colab address, for the notebooks too
 
 
 def _add_substitutions(app: Sphinx, config: Config) -> None:
     options = config.html_theme_options or {}
     repo, branch = options.get("repository_url", ""), options.get("repository_branch", "main")
     config.myst_substitutions = {**config.myst_substitutions, "colab": colab_base(repo, branch)}
+
+
+CHAPTER_PAGE = re.compile(r"book/(?P<stem>\d\d_[\w-]+)")
+
+
+def _launch_colab_version(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """Rewrite the Colab launch button that sphinx-book-theme's ``add_launch_buttons`` (priority 501)
+    has put in ``context["header_buttons"]``: ``.../blob/BRANCH/book/NN_slug.ipynb`` becomes
+    ``.../blob/BRANCH/colab/NN_slug.ipynb``. The button is data until the page template renders it."""
+    chapter = CHAPTER_PAGE.fullmatch(pagename)
+    if not chapter:
+        return
+    for group in context.get("header_buttons", []):
+        for button in group.get("buttons", []):
+            url = button.get("url", "")
+            if button.get("text") == "Colab" and url.endswith(f"/{pagename}.ipynb"):
+                button["url"] = url.removesuffix(f"{pagename}.ipynb") + f"colab/{chapter['stem']}.ipynb"
 
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -111,6 +127,7 @@ def _add_index_entries(app: Sphinx, doctree: nodes.document) -> None:
 
 def setup(app: Sphinx) -> dict:
     app.connect("doctree-resolved", _replace_widgets)
+    app.connect("html-page-context", _launch_colab_version, priority=600)  # after the theme's 501
     app.connect("doctree-read", _add_index_entries, priority=400)
     app.connect("config-inited", _add_substitutions, priority=900)
     app.connect("config-inited", _add_search_dictionary, priority=900)
