@@ -11,6 +11,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import shutil
 import threading
 import time
@@ -43,6 +44,10 @@ def test_book_builds_without_warnings(book):
         assert "NBVAL_CHECK_OUTPUT" in page                  # executed code is shown
         assert "_static/course.css" in page                 # code set to fit 88 columns
         assert "_static/sidebar-toggles.js" in page         # the ☰ and contents buttons work
+        if not chapter.stem.startswith("13_"):               # exercises numbered per chapter: 练习 3.1
+            number = int(chapter.stem[:2])
+            assert f"练习 {number}.1" in page and f"练习 {number}.3" in page, chapter.stem
+            assert not re.search(rf"练习 (?!{number}\.)\d+\.\d", page), chapter.stem
         assert "widget-view+json" not in page                # no slider that would do nothing ...
         has_widget = "widget-view+json" in chapter.read_text(encoding="utf-8")
         assert (sphinx_course.WIDGET_NOTE in page) == has_widget, chapter.stem  # ... but a line instead

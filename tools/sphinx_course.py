@@ -12,6 +12,8 @@
 - Replaces every ipywidgets control in the rendered book by one line saying where it works: a static page
   has no kernel, so a slider there would move and change nothing (the chapters show the slider's
   settings as static figures next to it). In the notebooks (Colab, Jupyter) the widgets stay live.
+- Numbers exercises per chapter, 练习 3.1, 3.2 … (sphinx-exercise numbers them across the whole book,
+  so that chapter 11 began at 练习 54 while its text says 练习 2), in the titles and in every reference.
 - Adds each glossary term as an index entry of the chapters the glossary names for it, so that a search
   for a term lands on the chapter that explains it, even where the chapter calls it by its English
   name (旋转位置编码 → chapter 6, which says RoPE).
@@ -51,6 +53,21 @@ def _launch_colab_version(app: Sphinx, pagename: str, templatename: str, context
             url = button.get("url", "")
             if button.get("text") == "Colab" and url.endswith(f"/{pagename}.ipynb"):
                 button["url"] = url.removesuffix(f"{pagename}.ipynb") + f"colab/{chapter['stem']}.ipynb"
+
+
+def _number_exercises_per_chapter(app: Sphinx, env) -> list[str]:
+    """Renumber sphinx-exercise's ``exercise`` nodes chapter by chapter: ``book/03_x`` gets (3, 1), (3, 2) ...
+
+    Runs after Sphinx has assigned book-wide numbers (``env-get-updated``, the toctree collector at the
+    default priority) and keeps their order; ``env.toc_fignumbers`` is what titles and references read.
+    """
+    for docname, numbers in env.toc_fignumbers.items():
+        chapter = CHAPTER_PAGE.fullmatch(docname)
+        exercises = numbers.get("exercise")
+        if chapter and exercises:
+            ordered = sorted(exercises, key=exercises.get)
+            numbers["exercise"] = {key: (int(chapter["stem"][:2]), i) for i, key in enumerate(ordered, start=1)}
+    return []
 
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -128,6 +145,7 @@ def _add_index_entries(app: Sphinx, doctree: nodes.document) -> None:
 def setup(app: Sphinx) -> dict:
     app.connect("doctree-resolved", _replace_widgets)
     app.connect("html-page-context", _launch_colab_version, priority=600)  # after the theme's 501
+    app.connect("env-get-updated", _number_exercises_per_chapter, priority=900)  # after Sphinx's numbers
     app.connect("doctree-read", _add_index_entries, priority=400)
     app.connect("config-inited", _add_substitutions, priority=900)
     app.connect("config-inited", _add_search_dictionary, priority=900)
