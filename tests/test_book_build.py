@@ -48,6 +48,9 @@ def test_book_builds_without_warnings(book):
             number = int(chapter.stem[:2])
             assert f"练习 {number}.1" in page and f"练习 {number}.3" in page, chapter.stem
             assert not re.search(rf"练习 (?!{number}\.)\d+\.\d", page), chapter.stem
+        untranslated = [e for e in sphinx_course.UI_STRINGS if f'="{e}"' in page] + ["© Copyright"] * (
+            "© Copyright" in page)
+        assert not untranslated, (chapter.stem, untranslated)  # the theme's strings in Chinese
         assert "widget-view+json" not in page                # no slider that would do nothing ...
         has_widget = "widget-view+json" in chapter.read_text(encoding="utf-8")
         assert (sphinx_course.WIDGET_NOTE in page) == has_widget, chapter.stem  # ... but a line instead

@@ -14,6 +14,8 @@
   settings as static figures next to it). In the notebooks (Colab, Jupyter) the widgets stay live.
 - Numbers exercises per chapter, 练习 3.1, 3.2 … (sphinx-exercise numbers them across the whole book,
   so that chapter 11 began at 练习 54 while its text says 练习 2), in the titles and in every reference.
+- Puts the theme strings the themes leave in English (or in Traditional Chinese: 列印) into Simplified
+  Chinese, in the written pages (tooltips, screen-reader labels, the search box, the footer).
 - Adds each glossary term as an index entry of the chapters the glossary names for it, so that a search
   for a term lands on the chapter that explains it, even where the chapter calls it by its English
   name (旋转位置编码 → chapter 6, which says RoPE).
@@ -68,6 +70,34 @@ def _number_exercises_per_chapter(app: Sphinx, env) -> list[str]:
             ordered = sorted(exercises, key=exercises.get)
             numbers["exercise"] = {key: (int(chapter["stem"][:2]), i) for i, key in enumerate(ordered, start=1)}
     return []
+
+
+# Attribute values (title, aria-label, placeholder ...) of sphinx-book-theme 1.x / pydata-sphinx-theme 0.x
+# that have no zh_CN translation there, and the footer's copyright line.
+UI_STRINGS = {
+    "Color mode": "配色", "System Settings": "跟随系统", "Launch interactive content": "在线运行",
+    "Launch on Colab": "在 Colab 打开", "Search this book...": "搜索本书…",
+    "Toggle primary sidebar": "显示或隐藏目录", "Toggle secondary sidebar": "显示或隐藏本页目录",
+    "Toggle hidden content": "展开或收起", "Link to this heading": "链接到本节", "Main": "正文",
+    "Page": "本页", "列印成 PDF": "打印成 PDF",
+}
+
+
+def translate_ui(html: str) -> str:
+    """``html`` with the theme's English attribute values and copyright line in Simplified Chinese."""
+    for english, chinese in UI_STRINGS.items():
+        html = html.replace(f'="{english}"', f'="{chinese}"')
+    return re.sub(r"© Copyright (\d{4})\.", r"© \1 版权所有", html)
+
+
+def _translate_ui_strings(app: Sphinx, exception: Exception | None) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    for page in Path(app.outdir).rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        translated = translate_ui(text)
+        if translated != text:
+            page.write_text(translated, encoding="utf-8")
 
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -146,6 +176,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("doctree-resolved", _replace_widgets)
     app.connect("html-page-context", _launch_colab_version, priority=600)  # after the theme's 501
     app.connect("env-get-updated", _number_exercises_per_chapter, priority=900)  # after Sphinx's numbers
+    app.connect("build-finished", _translate_ui_strings)
     app.connect("doctree-read", _add_index_entries, priority=400)
     app.connect("config-inited", _add_substitutions, priority=900)
     app.connect("config-inited", _add_search_dictionary, priority=900)
