@@ -48,6 +48,12 @@ def test_book_builds_without_warnings(book):
             number = int(chapter.stem[:2])
             assert f"练习 {number}.1" in page and f"练习 {number}.3" in page, chapter.stem
             assert not re.search(rf"练习 (?!{number}\.)\d+\.\d", page), chapter.stem
+        captions = re.findall(r'class="caption-number">(图 \d+\.\d+) <', page)  # 图 3.1, 3.2 ... in order
+        n_figures = sum("figure" in c["metadata"].get("mystnb", {})   # captioned by cell metadata
+                        for c in json.loads(chapter.read_text(encoding="utf-8"))["cells"])
+        assert captions == [f"图 {int(chapter.stem[:2])}.{k}" for k in range(1, n_figures + 1)] and all(
+            re.fullmatch(r"(图|练习) \d+\.\d+", ref) for ref in re.findall(r'std-numref">([^<]*)<', page)), (
+            chapter.stem, captions)                         # ... and every {numref} resolved to one such number
         untranslated = [e for e in sphinx_course.UI_STRINGS if f'="{e}"' in page] + ["© Copyright"] * (
             "© Copyright" in page)
         assert not untranslated, (chapter.stem, untranslated)  # the theme's strings in Chinese

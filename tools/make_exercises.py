@@ -14,7 +14,9 @@
 
 In both, outputs are cleared, the setup cell is the book's, and the markdown is plain Markdown:
 tools/myst_markdown.py converts the book's MyST (labels, admonitions, exercises, roles,
-substitutions), which Colab and Jupyter would show as raw text.
+substitutions), which Colab and Jupyter would show as raw text. A figure's caption (the
+``mystnb.figure`` metadata of its code cell, which the book renders as 图 N.k) becomes a markdown cell
+under that cell, ``*图 N.k*　caption``, so that the prose's ``{numref}`` reads 图 N.k there too.
 
 Your work is never lost: each generated notebook records a fingerprint of its cells. A notebook
 whose cells no longer match its fingerprint (you edited or ran it) is left alone and reported,
@@ -79,15 +81,23 @@ def substitutions(root: Path = ROOT) -> dict[str, str]:
     return {"repo": repo, "colab": colab_base(repo, value("branch") or "main")}
 
 
+def figure_of(cell: dict) -> dict | None:
+    """The ``mystnb.figure`` options (``name``, ``caption``) of a code cell whose image is a figure."""
+    return cell.get("metadata", {}).get("mystnb", {}).get("figure") if cell["cell_type"] == "code" else None
+
+
 def book_labels(book: Path) -> dict[str, str]:
-    """The ``{ref}``/``{doc}`` targets of every chapter and page in ``book`` (myst_markdown.collect_labels)."""
-    documents = {}
+    """The ``{ref}``/``{doc}`` targets of every chapter and page in ``book`` (myst_markdown.collect_labels),
+    and each named figure as ``图 N.k``: chapter N's k-th captioned code cell, numbered as in the book."""
+    documents, figures = {}, {}
     for path in sorted(book.glob("*.ipynb")):
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
         documents[path.stem] = "\n\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        named = [figure.get("name") for figure in map(figure_of, cells) if figure is not None]
+        figures.update({name: f"图 {int(path.stem[:2])}.{k}" for k, name in enumerate(named, start=1) if name})
     for path in sorted(book.glob("*.md")):
         documents[path.stem] = path.read_text(encoding="utf-8")
-    return collect_labels(documents)
+    return {**collect_labels(documents), **figures}
 
 
 def notebook_cells(nb: dict, ctx: Context) -> list[dict]:
@@ -109,6 +119,10 @@ def notebook_cells(nb: dict, ctx: Context) -> list[dict]:
         if cell["cell_type"] == "code":
             new.update(execution_count=None, outputs=[])
         cells.append(new)
+        if (figure := figure_of(cell)) is not None:  # its caption under it, numbered as in the book
+            number = ctx.labels.get(figure.get("name", ""), "图")
+            caption = myst_to_markdown(str(figure.get("caption", "")), ctx)
+            cells.append({"cell_type": "markdown", "metadata": {}, "source": f"*{number}*　{caption}"})
     return cells
 
 

@@ -21,7 +21,8 @@ MyST                                      plain Markdown
 ``$$ … $$ (label)``, ``\\label{…}``        the ``(label)`` and ``\\label{…}`` dropped
 ``{ref}`text <label>``` and the same      ``text`` (the web book has no fixed address, so no link);
 with ``{numref}``, ``{doc}``,             without a text, the target's title: a chapter's or section's
-``{term}``, ``{download}``                heading, ``练习 N`` for an exercise, a document's first heading
+``{term}``, ``{download}``                heading, ``练习 N`` for an exercise, a document's first heading,
+                                          ``图 N.k`` for a figure (labels from make_exercises.book_labels)
 ``{math}`x```                             ``$x$``
 ``{sub}``, ``{sup}``, ``{kbd}``           ``<sub>``, ``<sup>``, ``<kbd>``
 ``{abbr}`LLM (large language model)```    ``LLM (large language model)``

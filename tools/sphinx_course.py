@@ -12,8 +12,9 @@
 - Replaces every ipywidgets control in the rendered book by one line saying where it works: a static page
   has no kernel, so a slider there would move and change nothing (the chapters show the slider's
   settings as static figures next to it). In the notebooks (Colab, Jupyter) the widgets stay live.
-- Numbers exercises per chapter, 练习 3.1, 3.2 … (sphinx-exercise numbers them across the whole book,
-  so that chapter 11 began at 练习 54 while its text says 练习 2), in the titles and in every reference.
+- Numbers exercises and figures per chapter, 练习 3.1, 3.2 … and 图 3.1, 3.2 … (Sphinx and sphinx-exercise
+  number them across the whole book, so that chapter 11 began at 练习 54 while its text says 练习 2), in
+  the titles and captions and in every reference.
 - Puts the theme strings the themes leave in English (or in Traditional Chinese: 列印) into Simplified
   Chinese, in the written pages (tooltips, screen-reader labels, the search box, the footer).
 - Adds each glossary term as an index entry of the chapters the glossary names for it, so that a search
@@ -58,17 +59,19 @@ def _launch_colab_version(app: Sphinx, pagename: str, templatename: str, context
 
 
 def _number_exercises_per_chapter(app: Sphinx, env) -> list[str]:
-    """Renumber sphinx-exercise's ``exercise`` nodes chapter by chapter: ``book/03_x`` gets (3, 1), (3, 2) ...
+    """Renumber sphinx-exercise's ``exercise`` nodes and the figures (a code cell's image captioned by its
+    ``mystnb.figure`` metadata) chapter by chapter: ``book/03_x`` gets (3, 1), (3, 2) ... of each type.
 
     Runs after Sphinx has assigned book-wide numbers (``env-get-updated``, the toctree collector at the
     default priority) and keeps their order; ``env.toc_fignumbers`` is what titles and references read.
     """
     for docname, numbers in env.toc_fignumbers.items():
         chapter = CHAPTER_PAGE.fullmatch(docname)
-        exercises = numbers.get("exercise")
-        if chapter and exercises:
-            ordered = sorted(exercises, key=exercises.get)
-            numbers["exercise"] = {key: (int(chapter["stem"][:2]), i) for i, key in enumerate(ordered, start=1)}
+        for figtype in ("exercise", "figure"):
+            nodes_of_type = numbers.get(figtype)
+            if chapter and nodes_of_type:
+                ordered = sorted(nodes_of_type, key=nodes_of_type.get)
+                numbers[figtype] = {key: (int(chapter["stem"][:2]), i) for i, key in enumerate(ordered, start=1)}
     return []
 
 
