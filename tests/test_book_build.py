@@ -62,6 +62,17 @@ def test_book_builds_without_warnings(book):
         assert (sphinx_course.WIDGET_NOTE in page) == has_widget, chapter.stem  # ... but a line instead
     index = (html / "searchindex.js").read_text(encoding="utf-8")
     assert json.dumps("注意力")[1:-1] in index  # jieba segmented the Chinese text: search finds words
+    # the references page lists every entry of references.bib (each with its link) ...
+    references = (html / "book" / "appendix_references.html").read_text(encoding="utf-8")
+    keys = re.findall(r"^@\w+\{([^,\s]+),", (ROOT / "references.bib").read_text(encoding="utf-8"), re.MULTILINE)
+    assert len(keys) >= 40 and not [k for k in keys if f'id="cite-{k}"' not in references]
+    assert references.count('<a class="reference external" href="https://') >= len(keys)
+    # ... and the chapters' citations link to it, written author–year the Chinese way: （Xiong 等，2020）
+    cited = {c.stem: re.findall(r'href="appendix_references\.html#cite-([\w-]+)"',
+                                (html / "book" / f"{c.stem}.html").read_text(encoding="utf-8")) for c in CHAPTERS}
+    assert "xiong2020layer" in cited["08_residual_norm_block"], cited
+    assert re.search(r'（<a [^>]*href="appendix_references\.html#cite-xiong2020layer"[^>]*>Xiong 等，2020</a>）',
+                     (html / "book" / "08_residual_norm_block.html").read_text(encoding="utf-8"))
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):

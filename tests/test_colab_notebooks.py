@@ -15,7 +15,8 @@ import yaml
 import make_exercises
 import notebook_setup
 from conftest import ROOT
-from myst_markdown import SOLUTION_NOTE, SOLUTION_TITLE, Context, collect_labels, myst_to_markdown
+from myst_markdown import (SOLUTION_NOTE, SOLUTION_TITLE, Context, collect_labels, myst_to_markdown,
+                           read_bibliography)
 
 MarkdownIt = pytest.importorskip("markdown_it").MarkdownIt
 
@@ -170,6 +171,64 @@ def test_exercise_version_points_to_the_book_for_written_answers_and_drops_gates
     ctx = Context(CONTEXT, LABELS, solutions=False)
     assert myst_to_markdown("```{solution} x\n:class: dropdown\n\n答案\n```", ctx) == SOLUTION_NOTE
     assert myst_to_markdown("```{solution-start} x\n:class: dropdown\n```", ctx) == ""
+
+
+BIB = """% a comment line, then entries as references.bib writes them
+@inproceedings{xiong2020layer,
+  author    = {Xiong, Ruibin and Yang, Yunchang and He, Di},
+  title     = {{On Layer Normalization in the Transformer Architecture}},
+  year      = {2020},
+  url       = {https://arxiv.org/abs/2002.04745}
+}
+@article{zhang2019root, author = {Zhang, Biao and Sennrich, Rico},
+  title = "Root Mean Square {Layer} Normalization", year = 2019, url = {https://arxiv.org/abs/1910.07467}}
+@article{shazeer2020glu, author = {Noam Shazeer}, title = {{GLU} Variants}, year = {2020},
+  url = {https://arxiv.org/abs/2002.05202}}
+@article{gemma2024gemma2, author = {{Gemma Team}}, title = {{Gemma 2}}, year = {2024},
+  url = {https://arxiv.org/abs/2408.00118}}
+@article{olsson2022context, author = {Olsson, Catherine and Elhage, Nelson and others}, title = {{In-context}},
+  year = {2022}, url = {https://transformer-circuits.pub/x}}
+"""
+
+
+@pytest.mark.parametrize("myst, markdown", [
+    ("文献中的说法{cite:p}`xiong2020layer`是",
+     "文献中的说法（[Xiong 等，2020](https://arxiv.org/abs/2002.04745)）是"),
+    ("{cite}`zhang2019root`", "（[Zhang 与 Sennrich，2019](https://arxiv.org/abs/1910.07467)）"),
+    ("{cite:t}`shazeer2020glu`写道", "Shazeer（[2020](https://arxiv.org/abs/2002.05202)）写道"),
+    ("都这样做{cite:p}`gemma2024gemma2, olsson2022context`。",
+     "都这样做（[Gemma Team，2024](https://arxiv.org/abs/2408.00118)；"
+     "[Olsson 等，2022](https://transformer-circuits.pub/x)）。"),
+    ("`{cite:p}`x`` 原样", "`{cite:p}`x`` 原样"),
+])
+def test_citations_become_author_year_links(tmp_path, myst, markdown):
+    """``{cite:p}``/``{cite}`` and ``{cite:t}`` read as the book renders them (tools/sphinx_course.py's
+    ``author_year_zh``), with the entry's url as the link; an unknown key is an error."""
+    bib = tmp_path / "refs.bib"
+    bib.write_text(BIB, encoding="utf-8")
+    ctx = Context(CONTEXT, LABELS, bibliography=bib)
+    assert myst_to_markdown(myst, ctx) == markdown
+    with pytest.raises(ValueError, match="no entry 'nobody1999'"):
+        myst_to_markdown("{cite:p}`xiong2020layer,nobody1999`", ctx)
+    bib.write_text(BIB.replace("Elhage, Nelson and others", "others"), encoding="utf-8")
+    with pytest.raises(ValueError, match="^refs.bib: entry 'olsson2022context': list at least two names before `and others`$"):
+        read_bibliography(bib)
+
+
+def test_two_entries_that_would_read_the_same_get_a_and_b(tmp_path):
+    twin = BIB.replace("@inproceedings{xiong2020layer,", "@inproceedings{xiong2020b,") + BIB.split("@article")[0]
+    (tmp_path / "refs.bib").write_text(twin, encoding="utf-8")
+    ctx = Context(CONTEXT, LABELS, bibliography=tmp_path / "refs.bib")
+    assert myst_to_markdown("{cite:p}`xiong2020layer`，{cite:t}`xiong2020b`", ctx) == (
+        "（[Xiong 等，2020b](https://arxiv.org/abs/2002.04745)），Xiong 等（[2020a](https://arxiv.org/abs/2002.04745)）")
+
+
+def test_every_bibliography_entry_has_authors_a_year_and_a_url():
+    entries = read_bibliography(ROOT / "references.bib")
+    assert len(entries) >= 40
+    for key, (authors, year, url) in entries.items():
+        assert authors and " others" not in authors and re.fullmatch(r"(19|20)\d\d[a-z]?", year), key
+        assert url.startswith("https://"), key
 
 
 @pytest.mark.parametrize("myst", ["```{figure} a.png\n```", "{eq}`x`", "{ref}`no-such-label`",

@@ -28,6 +28,9 @@ with ``{numref}``, ``{doc}``,             without a text, the target's title: a 
 ``{abbr}`LLM (large language model)```    ``LLM (large language model)``
 ``{{ colab }}``, ``{{ '[a](' ~ colab ~    the substitution evaluated: quoted strings and names joined
 '/x.ipynb)' }}``                          by ``~``, names from ``substitutions`` (``colab``, ``repo``)
+``{cite:p}`a,b``` (``{cite}`a```)          ``（[Vaswani 等，2017](url)；[Ba 等，2016](url)）``: author and
+                                          year from references.bib, as the book writes them
+``{cite:t}`a```                           ``Vaswani 等（[2017](url)）``
 ========================================  ============================================================
 
 Code blocks, code spans and math are left as they are (a role written inside a code span is text).
@@ -36,6 +39,7 @@ syntax reach a reader. Standard library only, like tools/make_exercises.py, its 
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +53,12 @@ ADMONITIONS = {"admonition": "", "note": "注意", "tip": "提示", "hint": "提
 WARNING_KINDS = {"attention", "caution", "warning", "danger", "error"}
 TEXT_ROLES = {"ref", "numref", "doc", "term", "download"}
 HTML_ROLES = {"sub", "sup", "kbd"}
+CITE_ROLES = {"cite": "p", "cite:p": "p", "cite:t": "t"}  # sphinxcontrib-bibtex: {cite} is {cite:p}
+BIBLIOGRAPHY = Path(__file__).resolve().parents[1] / "references.bib"
+# How a citation reads, in the book (tools/sphinx_course.py builds its sphinxcontrib-bibtex reference
+# style from these) and in the notebooks: （Xiong 等，2020）, Zhang 与 Sennrich（2019）, （A，2019；B 等，2019）.
+CITATION = {"left": "（", "right": "）", "sep": "；", "author_year_sep": "，", "two_authors": " 与 ",
+            "more_authors": " 等"}
 
 FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,}|:{3,})(?P<info>.*)$")
 DIRECTIVE = re.compile(r"^\{(?P<name>[\w-]+)\}\s*(?P<arg>.*)$")
@@ -63,6 +73,9 @@ EXPLICIT = re.compile(r"^(?P<text>.*?)\s*<(?P<target>[^<>]+)>$", re.DOTALL)
 EXERCISE = re.compile(r"^ {0,3}(?:`{3,}|:{3,})\{exercise\}(?P<title>.*)\n(?P<options>(?:[ \t]*:[\w-]+:.*\n?)*)",
                       re.MULTILINE)
 TERM = re.compile(r"\s*(?:'(?P<single>[^']*)'|\"(?P<double>[^\"]*)\"|(?P<name>[A-Za-z_]\w*))\s*")
+BIB_ENTRY = re.compile(r"@(\w+)\s*\{\s*([^,\s]+)\s*,")
+BIB_FIELD = re.compile(r"\s*(\w+)\s*=\s*")
+BIB_COMMA = re.compile(r"\s*,?")
 
 
 @dataclass
@@ -74,6 +87,7 @@ class Context:
     solutions: bool = True                  # False: the exercise version (written answers removed)
     exercises: int = 0                      # numbered exercises met so far
     heading_level: int = 1                  # level of the last heading met
+    bibliography: Path = BIBLIOGRAPHY       # the .bib file that ``{cite}`` keys are looked up in
 
 
 def myst_to_markdown(source: str, ctx: Context) -> str:
@@ -194,6 +208,8 @@ def _replace(match: re.Match, ctx: Context) -> str:
         return f"<{role}>{code}</{role}>"
     if role == "abbr":
         return code
+    if role in CITE_ROLES:
+        return _cite(code, CITE_ROLES[role], ctx)
     if role not in TEXT_ROLES:
         raise ValueError(f"myst_markdown cannot convert the role {{{role}}}: add it to tools/myst_markdown.py")
     explicit = EXPLICIT.match(code)
@@ -206,6 +222,126 @@ def _replace(match: re.Match, ctx: Context) -> str:
     if key not in ctx.labels:
         raise ValueError(f"{{{role}}}`{code}`: no such target in the book")
     return ctx.labels[key]
+
+
+def _cite(keys: str, kind: str, ctx: Context) -> str:
+    """``{cite:p}`` (kind ``p``) or ``{cite:t}`` (``t``) of comma-separated ``keys``, author–year, linked."""
+    entries = read_bibliography(ctx.bibliography)
+    parts = []
+    for key in (k.strip() for k in keys.split(",")):
+        if key not in entries:
+            raise ValueError(f"{{cite}}`{keys}`: no entry {key!r} in {ctx.bibliography.name}")
+        authors, year, url = entries[key]
+        if kind == "p":
+            parts.append(f"[{authors}{CITATION['author_year_sep']}{year}]({url})")
+        else:
+            parts.append(f"{authors}{CITATION['left']}[{year}]({url}){CITATION['right']}")
+    joined = CITATION["sep"].join(parts)
+    return f"{CITATION['left']}{joined}{CITATION['right']}" if kind == "p" else joined
+
+
+def author_text(last_names: list[str]) -> str:
+    """How a citation names the authors: ``Shazeer``; ``Zhang 与 Sennrich``; ``Vaswani 等`` for three or
+    more (a list ending in BibTeX's ``others`` counts as more, after at least two names)."""
+    if len(last_names) == 2 and last_names[1] == "others":  # sphinxcontrib-bibtex would write 「A 与 others」
+        raise ValueError("list at least two names before `and others`")
+    if len(last_names) <= 2:
+        return CITATION["two_authors"].join(last_names)
+    return last_names[0] + CITATION["more_authors"]
+
+
+def citation_labels(cited: dict[str, tuple[str, str]]) -> dict[str, str]:
+    """``{key: label}`` from ``{key: (author_text, year)}``: the label is the citation, 「Xiong 等，2020」;
+    entries whose authors and year coincide get 2023a, 2023b … in the order of their keys."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for key, authors_year in cited.items():
+        groups.setdefault(authors_year, []).append(key)
+    labels = {}
+    for (authors, year), keys in groups.items():
+        for i, key in enumerate(sorted(keys)):
+            suffix = "abcdefghijklmnopqrstuvwxyz"[i] if len(keys) > 1 else ""
+            labels[key] = f"{authors}{CITATION['author_year_sep']}{year}{suffix}"
+    return labels
+
+
+def read_bibliography(path: Path) -> dict[str, tuple[str, str, str]]:
+    """``{key: (authors, year, url)}`` of a BibTeX file, as a citation writes them: the authors' last names
+    (``Vaswani 等``, ``Zhang 与 Sennrich``: sphinxcontrib-bibtex's ``last`` name style) and the year, with
+    a letter where two entries would read the same (``2023a``; ``citation_labels``).
+    A small reader for the file's own plain form: ``@type{key,`` then ``field = {value}`` (braces nest),
+    ``"value"`` or a number; ``@comment``, ``@string`` and ``@preamble`` are skipped."""
+    return _parse_bibliography(path.read_text(encoding="utf-8"), path.name)
+
+
+@functools.lru_cache(maxsize=4)
+def _parse_bibliography(text: str, name: str) -> dict[str, tuple[str, str, str]]:
+    fields_of: dict[str, dict[str, str]] = {}
+    for start in BIB_ENTRY.finditer(text):
+        kind, key = start[1].lower(), start[2]
+        if kind in ("comment", "string", "preamble"):
+            continue
+        fields, pos = {}, start.end()
+        while (found := BIB_FIELD.match(text, pos)):
+            value, pos = _bib_value(text, found.end())
+            fields[found[1].lower()] = " ".join(value.split())
+            pos = BIB_COMMA.match(text, pos).end()
+        missing = {"author", "year", "url"} - fields.keys()
+        if missing or text[pos:pos + 1] != "}":
+            raise ValueError(f"{name}: entry {key!r} " + (f"has no {sorted(missing)}" if missing
+                                                          else "is not closed where expected"))
+        fields_of[key] = fields
+    cited = {}
+    for key, fields in fields_of.items():
+        try:
+            cited[key] = (author_text([_last_name(n) for n in _bib_names(fields["author"])]), fields["year"])
+        except ValueError as error:
+            raise ValueError(f"{name}: entry {key!r}: {error}") from None
+    labels = citation_labels(cited)
+    return {key: (cited[key][0], labels[key].rpartition(CITATION["author_year_sep"])[2], fields["url"])
+            for key, fields in fields_of.items()}
+
+
+def _bib_value(text: str, pos: int) -> tuple[str, int]:
+    """A field value starting at ``pos`` and the position after it."""
+    if text[pos] == "{":
+        depth, end = 0, pos
+        for end in range(pos, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[end], 0)
+            if depth == 0:
+                break
+        return text[pos + 1:end], end + 1
+    if text[pos] == '"':
+        end = text.index('"', pos + 1)
+        return text[pos + 1:end], end + 1
+    number = re.compile(r"\d+").match(text, pos)
+    if not number:
+        raise ValueError(f"cannot read the BibTeX value at {text[pos:pos + 30]!r}")
+    return number[0], number.end()
+
+
+def _bib_names(field_value: str) -> list[str]:
+    """The names of a BibTeX ``author`` field: split at `` and `` outside braces."""
+    names, depth, current = [], 0, ""
+    for word in re.split(r"(\s+and\s+|[{}])", field_value):
+        if word in ("{", "}"):
+            depth += 1 if word == "{" else -1
+            current += word
+        elif depth == 0 and re.fullmatch(r"\s+and\s+", word):
+            names.append(current.strip())
+            current = ""
+        else:
+            current += word
+    return names + [current.strip()]
+
+
+def _last_name(name: str) -> str:
+    if name.startswith("{") and name.endswith("}"):
+        return name[1:-1]  # a corporate author: {Gemma Team}
+    if "," in name:
+        last = name.split(",")[0]
+    else:
+        last = name.split()[-1]
+    return last.replace("{", "").replace("}", "").strip()
 
 
 def _substitute(expr: str, ctx: Context) -> str:

@@ -20,19 +20,102 @@
 - Adds each glossary term as an index entry of the chapters the glossary names for it, so that a search
   for a term lands on the chapter that explains it, even where the chapter calls it by its English
   name (旋转位置编码 → chapter 6, which says RoPE).
+- Cites author–year, the Chinese way: （Xiong 等，2020） for ``{cite:p}``, Zhang 与 Sennrich（2019） for
+  ``{cite:t}``. Registers the reference style ``author_year_zh`` and the bibliography style ``plain_zh``
+  (pybtex's ``plain`` whose labels are those same author–year texts, 2023a/2023b where two would be
+  equal), named in _config.yml; the text comes from ``myst_markdown``, which writes it into the notebooks.
 """
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
+import pybtex.plugin
+import sphinxcontrib.bibtex.plugin
 from docutils import nodes
+from pybtex.richtext import Text
+from pybtex.style.formatting.plain import Style as PlainStyle
+from pybtex.style.labels import BaseLabelStyle
+from pybtex.style.template import join, node
 from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.config import Config
+from sphinxcontrib.bibtex.style.referencing import BaseReferenceStyle, BracketStyle, GroupReferenceStyle
+from sphinxcontrib.bibtex.style.referencing.basic_label import BasicLabelParentheticalReferenceStyle
+from sphinxcontrib.bibtex.style.template import join2, post_text, pre_text, reference
 
 from make_exercises import colab_base  # one definition of the Colab address, for the notebooks too
+from myst_markdown import CITATION, author_text, citation_labels  # a citation reads the same in the notebooks
+
+
+def _citation_brackets() -> BracketStyle:
+    return BracketStyle(left=CITATION["left"], right=CITATION["right"], sep=CITATION["sep"])
+
+
+class ChineseAuthorYearLabels(BaseLabelStyle):
+    """Each entry's label is its citation, 「Xiong 等，2020」 (``myst_markdown.citation_labels``): the
+    reference list shows it, and the citations in the text are made of it, so the two always agree."""
+
+    def format_labels(self, sorted_entries):
+        entries = list(sorted_entries)
+        cited = {e.key: (author_text([_last_name(p) for p in e.persons.get("author", [])]), e.fields["year"])
+                 for e in entries}
+        labels = citation_labels(cited)
+        return (labels[e.key] for e in entries)
+
+
+def _last_name(person) -> str:
+    """A person's last name as the citation writes it (von part included), braces removed."""
+    parts = person.rich_prelast_names + person.rich_last_names
+    return " ".join(part.render_as("text") for part in parts)
+
+
+class ChinesePlainStyle(PlainStyle):
+    """pybtex's ``plain`` (sorted by author, year, title) with the labels of ``ChineseAuthorYearLabels``."""
+
+    default_label_style = "author_year_zh"
+
+
+@node
+def _label_part(children, data, part: str):
+    """The author part (「Xiong 等」) or the year part (「2020」, 「2023a」) of an entry's label."""
+    authors, _, year = data["formatted_entry"].label.rpartition(CITATION["author_year_sep"])
+    return Text(authors if part == "authors" else year)
+
+
+@dataclass
+class _TextualByLabel(BaseReferenceStyle):
+    """``{cite:t}``: Xiong 等（2020）, the year linked."""
+
+    def role_names(self):
+        return [f"{capfirst}t{full}" for capfirst in ("", "c") for full in ("", "s")]
+
+    def outer(self, role_name, children):
+        return _citation_brackets().outer(children, brackets=False, capfirst=False)
+
+    def inner(self, role_name):
+        return join[
+            _label_part(part="authors"),
+            CITATION["left"],
+            join2(sep1=" ", sep2=CITATION["author_year_sep"])[pre_text, reference[_label_part(part="year")],
+                                                               post_text],
+            CITATION["right"],
+        ]
+
+
+@dataclass
+class ChineseAuthorYearStyle(GroupReferenceStyle):
+    """``{cite:p}`` → （Xiong 等，2020）, ``{cite:t}`` → Xiong 等（2020）; several keys joined by ；."""
+
+    def __post_init__(self):
+        self.styles.extend([
+            BasicLabelParentheticalReferenceStyle(bracket=_citation_brackets(), pre_text_sep=" ",
+                                                  post_text_sep=CITATION["author_year_sep"]),
+            _TextualByLabel(),
+        ])
+        super().__post_init__()
 
 
 def _add_substitutions(app: Sphinx, config: Config) -> None:
@@ -176,6 +259,10 @@ def _add_index_entries(app: Sphinx, doctree: nodes.document) -> None:
 
 
 def setup(app: Sphinx) -> dict:
+    pybtex.plugin.register_plugin("pybtex.style.labels", "author_year_zh", ChineseAuthorYearLabels, force=True)
+    pybtex.plugin.register_plugin("pybtex.style.formatting", "plain_zh", ChinesePlainStyle, force=True)
+    sphinxcontrib.bibtex.plugin.register_plugin(
+        "sphinxcontrib.bibtex.style.referencing", "author_year_zh", ChineseAuthorYearStyle, force=True)
     app.connect("doctree-resolved", _replace_widgets)
     app.connect("html-page-context", _launch_colab_version, priority=600)  # after the theme's 501
     app.connect("env-get-updated", _number_exercises_per_chapter, priority=900)  # after Sphinx's numbers
