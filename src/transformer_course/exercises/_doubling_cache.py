@@ -1,0 +1,310 @@
+"""Chapter 11, 练习 2: a KV-cache class that needs no max_len and reallocates only when it doubles.
+
+The cases, each typical mistake written as a small wrong cache class, the ``Exercise`` and the
+class-taking check function; the harness that runs a learner's cache inside a model is in
+``_cache_harness``. ``ch11`` lists the exercise.
+"""
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..kv_cache import KVCache
+from ._core import Case, Exercise, Forbidden, Mistake
+
+
+from ._cache_harness import DEFAULT_CAPACITY, _as_function, _capacities, _doubling_reference, _model
+
+# ---- 练习 2: a KV cache that doubles its buffers -------------------------------------------------
+#
+# The learner writes a class; check_doubling_kv_cache(cls) turns it into the function the Exercise
+# evaluates: a small seeded model gets new instances of the class as its cache and is fed the tokens
+# chunk by chunk (a prefill, then decoding steps or chunks); the result is the logits of every
+# position, compared with the same run on tc.KVCache. While the model uses the learner's cache, each
+# of its answers is checked against what it was given (its pos; each update's K/V, exact copies in
+# order) and against the statement's capacity rule: the returned k_all and v_all must live in new
+# memory (another storage data_ptr than in the forward before) exactly in the forwards where
+# pos + T_new outgrows the capacity, so a wrong cache gets a sentence on what it did.
+
+_DOUBLING_CASES = [
+    # (n_layers, n_heads, d_model, vocab, positional, B, chunks, n_caches, capacity)
+    # a prefill of 3, then single tokens and pairs up to 17 positions: full at 4, 8, 16, new buffers at
+    # 5, 9 and 17 (growing by 4 would move them at 13 too)
+    (2, 4, 24, 37, "learned", 2, (3, 1, 1, 2, 1, 1, 2, 2, 2, 1, 1), 1, 4),
+    # one layer, batch 1, a prompt of one token, capacity 1: the chunk of 12 doubles 4 -> 8 -> 16 at once
+    (1, 2, 16, 29, "rope", 1, (1, 1, 1, 12, 1, 1), 1, 1),
+    # capacity 3: the first chunk already needs 6; then 12 and 24
+    (3, 3, 30, 41, "alibi", 3, (4, 3, 2, 1, 3), 1, 3),
+    # two caches alive at once (rows 0 | 1, 2)
+    (2, 2, 20, 23, "sinusoidal", 3, (3, 2, 1, 1, 2), 2, 4),
+    # four layers, one head, a chunk of 4 mid-decode; capacity 10 is never outgrown (full at the end)
+    (4, 1, 12, 19, "rope", 2, (2, 1, 4, 1, 1, 1), 1, 10),
+    # the first case's twin: its model, other tokens
+    (2, 4, 24, 37, "learned", 2, (3, 1, 1, 2, 1, 1, 2, 2, 2, 1, 1), 1, 4),
+]
+
+
+def _plan(chunks: tuple[int, ...], capacity: int) -> str:
+    """The statement's capacity rule on one case, in words (for the case's note)."""
+    caps = _capacities(list(chunks), capacity)
+    moves = [f + 1 for f in range(1, len(caps)) if caps[f] != caps[f - 1]]
+    start = "默认容量 4" if capacity == DEFAULT_CAPACITY else f"capacity={capacity}"
+    if not moves:
+        return f"{start}，容量 {caps[0]} 一直够用，缓冲区不应换新"
+    steps = " → ".join(str(c) for c in dict.fromkeys(caps))
+    return f"{start}，容量依次为 {steps}，缓冲区应在第 {'、'.join(map(str, moves))} 次前向换新（共 {len(moves)} 次）"
+
+
+def _doubling_cases() -> list[Case]:
+    g = torch.Generator().manual_seed(22)
+    cases = []
+    for seed, (n_layers, n_heads, d_model, vocab, positional, b, chunks, n_caches, capacity) in enumerate(
+            _DOUBLING_CASES):
+        seed = 0 if seed == len(_DOUBLING_CASES) - 1 else seed  # the twin: the first case's weights
+        model = _model(n_layers, n_heads, d_model, vocab, positional, sum(chunks) + 3, 100 + seed)
+        idx = torch.randint(0, vocab, (b, sum(chunks)), generator=g)
+        two = "；两个缓存同时使用（batch 的行分给两个实例，轮流前向），实例之间不能共享状态" if n_caches > 1 else ""
+        note = (f"{n_layers} 层、{n_heads} 个头、d_head = {d_model // n_heads}、{positional} 位置编码、batch {b}，"
+                f"每次前向送入的 token 数依次为 {list(chunks)}；{_plan(chunks, capacity)}{two}")
+        cases.append(Case((idx, torch.tensor(chunks), model, n_caches, capacity), note=note))
+    return cases
+
+
+# The typical wrong classes. _Layer and _Cache are the right design (one object per layer, buffers
+# written in place at pos, doubled until they fit, the history copied once); each mistake changes one thing.
+
+class _Layer:
+    def __init__(self, cache: Any) -> None:
+        self.cache, self.k, self.v = cache, None, None
+
+    def size(self, end: int) -> int:  # the capacity that holds `end` positions
+        size = self.cache.capacity if self.k is None else self.k.shape[2]
+        while size < end:
+            size *= 2
+        return size
+
+    def moved(self, old: Tensor | None, new: Tensor, size: int) -> Tensor:  # a new buffer with the history
+        buf = new.new_zeros(new.shape[0], new.shape[1], size, new.shape[3])
+        if old is not None:
+            buf[:, :, :self.cache.pos] = old[:, :, :self.cache.pos]
+        return buf
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        pos, end = self.cache.pos, self.cache.pos + k.shape[2]
+        size = self.size(end)
+        if self.k is None or size > self.k.shape[2]:
+            self.k, self.v = self.moved(self.k, k, size), self.moved(self.v, v, size)
+        self.k[:, :, pos:end], self.v[:, :, pos:end] = k, v
+        return self.k[:, :, :end], self.v[:, :, :end]
+
+
+class _Cache:
+    layer_class: type = _Layer
+
+    def __init__(self, n_layers: int, capacity: int = DEFAULT_CAPACITY) -> None:
+        self.layers = [self.layer_class(self) for _ in range(n_layers)]
+        self.capacity, self.pos = capacity, 0
+
+    def layer(self, i: int) -> Any:
+        return self.layers[i]
+
+    def advance(self, n: int) -> None:
+        self.pos += n
+
+
+def _with_layers(layer: type) -> type:
+    """The right cache, with each layer's object of class ``layer``."""
+    return type("Cache", (_Cache,), {"layer_class": layer})
+
+
+class _Catting(_Layer):  # the chapter's GrowingCache
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        if self.k is None:
+            self.k, self.v = k, v
+        else:
+            self.k, self.v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
+        return self.k, self.v
+
+
+class _GrowingByCapacity(_Layer):
+    def size(self, end: int) -> int:
+        size = self.cache.capacity if self.k is None else self.k.shape[2]
+        while size < end:
+            size += self.cache.capacity  # should double
+        return size
+
+
+class _DoublingOnce(_Layer):
+    def size(self, end: int) -> int:
+        size = self.cache.capacity if self.k is None else self.k.shape[2]
+        if size < end:  # should be `while`
+            size *= 2
+        return size
+
+
+class _NotCopying(_Layer):
+    def moved(self, old: Tensor | None, new: Tensor, size: int) -> Tensor:
+        return new.new_zeros(new.shape[0], new.shape[1], size, new.shape[3])  # the history is lost
+
+
+class _ReturningBuffer(_Layer):
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        super().update(k, v)
+        return self.k, self.v  # all capacity positions
+
+
+class _WritingAtZero(_Layer):
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        end = self.cache.pos + k.shape[2]
+        size = self.size(end)
+        if self.k is None or size > self.k.shape[2]:
+            self.k, self.v = self.moved(self.k, k, size), self.moved(self.v, v, size)
+        self.k[:, :, :k.shape[2]], self.v[:, :, :k.shape[2]] = k, v  # should be pos:end
+        return self.k[:, :, :end], self.v[:, :, :end]
+
+
+class _ReturningNew(_Layer):
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        super().update(k, v)
+        return k, v
+
+
+class _SwappingKV(_Layer):
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        k_all, v_all = super().update(k, v)
+        return v_all, k_all
+
+
+class _MovingPos(_Layer):
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        out = super().update(k, v)
+        self.cache.pos += k.shape[2]  # every layer moves it: n_layers times per forward
+        return out
+
+
+class _PosInUpdate(_Cache):
+    layer_class = _MovingPos
+
+    def advance(self, n: int) -> None:
+        pass
+
+
+class _OneLayerForAll(_Cache):
+    def __init__(self, n_layers: int, capacity: int = DEFAULT_CAPACITY) -> None:
+        super().__init__(n_layers, capacity)
+        self.layers = [_Layer(self)] * n_layers  # n_layers references to one object
+
+
+class _NoAdvance(_Cache):
+    def advance(self, n: int) -> None:
+        pass
+
+
+class _AdvanceByOne(_Cache):
+    def advance(self, n: int) -> None:
+        self.pos += 1  # as if every forward brought one token
+
+
+class _PosSetToN(_Cache):
+    def advance(self, n: int) -> None:
+        self.pos = n  # should be +=
+
+
+def _class_attribute() -> type:
+    """A new class per case (the checker's own mistake must not remember the last evaluation)."""
+    class Cache(_Cache):
+        layers: list = []  # a class attribute: every instance appends to, and reads, this one list
+
+        def __init__(self, n_layers: int, capacity: int = DEFAULT_CAPACITY) -> None:
+            self.capacity, self.pos = capacity, 0
+            self.layers.extend(_Layer(self) for _ in range(n_layers))
+    return Cache
+
+
+class _PackageCacheInside:
+    """The shortcut: a tc.KVCache inside, swapped for a longer one (the history copied) when full."""
+
+    def __init__(self, n_layers: int, capacity: int = DEFAULT_CAPACITY) -> None:
+        self.n_layers, self.capacity, self.inner = n_layers, capacity, None
+
+    @property
+    def pos(self) -> int:
+        return 0 if self.inner is None else self.inner.pos
+
+    def layer(self, i: int) -> Any:
+        return types.SimpleNamespace(update=lambda k, v: self.update(i, k, v))
+
+    def update(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        size = self.capacity if self.inner is None else self.inner.max_len
+        while size < self.pos + k.shape[2]:
+            size *= 2
+        if self.inner is None or size > self.inner.max_len:
+            new = KVCache(n_layers=self.n_layers, batch_size=k.shape[0], n_heads=k.shape[1], d_head=k.shape[3],
+                          max_len=size, dtype=k.dtype)
+            if self.inner is not None:  # (L, B, H, max_len, d_head): copy the first pos positions
+                old, p = self.inner, self.pos
+                new.k[..., :p, :], new.v[..., :p, :], new.pos = old.k[..., :p, :], old.v[..., :p, :], p
+            self.inner = new
+        return self.inner.layer(i).update(k, v)
+
+    def advance(self, n: int) -> None:
+        self.inner.advance(n)
+
+
+DOUBLING = Exercise(
+    name="doubling_kv_cache",
+    reference=_doubling_reference,
+    make_cases=_doubling_cases,
+    mistakes=(
+        Mistake("每次前向返回的 k_all 都换了一块新内存：torch.cat（或 clone()、contiguous()）每一步都把全部历史搬一遍，"
+                "这正是 11.2 节的 GrowingCache。请在缓冲区里原地写入 [pos, pos + T_new)，返回它前 pos + T_new 个位置的"
+                "切片（视图，不复制），只在装不下时才换缓冲区。", _as_function(_with_layers(_Catting))),
+        Mistake("容量装不下时要翻倍（capacity *= 2），你每次只加了一个初始容量：那样生成 n 个 token 要换约 n / capacity "
+                "次缓冲区，翻倍只要约 log₂(n / capacity) 次。", _as_function(_with_layers(_GrowingByCapacity))),
+        Mistake("一次送入的位置可能多到要连续翻倍不止一次（pos + T_new 超过容量的两倍）：要用 while 循环翻倍，"
+                "直到装得下，而不是只翻倍一次（if）。", _as_function(_with_layers(_DoublingOnce))),
+        Mistake("换缓冲区时忘了复制历史：新缓冲区的前 pos 个位置要先从旧缓冲区复制过来"
+                "（new_k[:, :, :pos] = self.k[:, :, :pos]），再写入新位置。", _as_function(_with_layers(_NotCopying))),
+        Mistake("update 要返回前 pos + T_new 个位置（self.k[:, :, :pos + T_new]），你返回了整个缓冲区"
+                "（capacity 个位置，后面是还没写入的空位）。", _as_function(_with_layers(_ReturningBuffer))),
+        Mistake("新位置要写进 [pos, pos + T_new)，你写在了缓冲区的开头 [0, T_new)，把历史覆盖了。",
+                _as_function(_with_layers(_WritingAtZero))),
+        Mistake("pos 前进得太多：update 每一层都会调用一次，pos 只应在 advance(n) 里前进（模型在所有层都写完之后"
+                "调用一次 advance）。", _as_function(_PosInUpdate)),
+        Mistake("所有层共用了同一个缓存对象：每一层要有自己的 K/V。[x] * n_layers 得到的是同一个对象的 n_layers 个引用，"
+                "要用 [Layer(...) for _ in range(n_layers)]。", _as_function(_OneLayerForAll)),
+        Mistake("不同的缓存实例共用了同一份 K/V：类体里（方法之外）写的列表、字典（如 layers = []）是类属性，"
+                "可变的默认参数也一样，所有实例共用一份；请在 __init__ 里为每个实例新建（self.layers = [...]）。",
+                _as_function(_class_attribute)),
+        Mistake("update 要返回到目前为止的全部 K/V（历史加上新传入的，长度 pos + T_new），你只返回了新传入的 k、v。",
+                _as_function(_with_layers(_ReturningNew))),
+        Mistake("pos 没有前进：advance(n) 要把 pos 加上 n，否则下一次前向的新 token 会被当成从位置 0 开始。",
+                _as_function(_NoAdvance)),
+        Mistake("advance(n) 要让 pos 前进 n（这次前向送入的 token 数），你每次只加了 1：prefill 和分块送入时 n 大于 1。",
+                _as_function(_AdvanceByOne)),
+        Mistake("advance(n) 要把 n 加到 pos 上（self.pos += n），你把 pos 设成了 n。", _as_function(_PosSetToN)),
+        Mistake("update 应按 (k_all, v_all) 的顺序返回，你把 K 和 V 对调了。",
+                _as_function(_with_layers(_SwappingKV))),
+    ),
+    atol=1e-4,
+    forbidden=(
+        Forbidden("这道题要你自己写缓存：不要在类里使用课程包的 tc.KVCache（或课程包的其他函数），"
+                  "用 torch 的张量和切片赋值即可", course=True, example=_as_function(_PackageCacheInside)),
+    ),
+)
+
+
+def check_doubling_kv_cache(cls: Any) -> None:
+    """Check a KV-cache class (pass the class itself) in small models; print one Chinese line.
+
+    The verdicts are the exercise's; a problem the checker found while the model used the cache is
+    told as what the cache did, and "你的函数" reads "你的缓存类" (the learner wrote a class).
+    """
+    if not isinstance(cls, type):
+        print(f"{DOUBLING.name}：请传入你写的类本身（不要加括号创建实例），收到的是 {type(cls).__name__}。")
+        return
+    message = DOUBLING.evaluate(_as_function(cls)).message
+    print(message.replace("时你的函数抛出了 CacheError：", "：").replace("你的函数", "你的缓存类"))
