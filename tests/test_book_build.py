@@ -210,6 +210,23 @@ def test_search_finds_every_glossary_term_and_chapter_title_in_the_top_three(bro
     assert not missed, f"search misses (query: rank, first three): {missed}"
 
 
+def test_search_snippets_are_readable_text(browser):
+    """The snippet under each result is prose: no raw TeX, no code, no printed output
+    (_static/search-snippets.js)."""
+    from selenium.webdriver.common.by import By
+
+    driver = _open(browser, "search.html?q=缩放", DESKTOP)
+    for _ in range(100):
+        snippets = [p.text for p in driver.find_elements(By.CSS_SELECTOR, "#search-results p.context")]
+        if len(snippets) >= 3:
+            break
+        time.sleep(0.2)
+    assert len(snippets) >= 3, snippets
+    raw = [s for s in snippets if re.search(r"\\[(\[]|\\[a-zA-Z]+|\$|NBVAL|tc\.claim|\n", s)]
+    assert not raw, f"snippets with TeX or code: {raw}"
+    assert any("缩放" in s for s in snippets), snippets
+
+
 def test_the_whole_book_prints_as_one_pdf(book, tmp_path):
     """tools/pdf.py: every page of the toc joined in order, printed by Chromium; solutions stay folded."""
     import pdf

@@ -119,6 +119,22 @@ CASES = {
         lambda: tokenizer.decode([65, 1000]),
         r"ids must be a list of int token ids in \[0, 256\), got \[65, 1000\]",
     ),
+    "bpe specials": (
+        lambda: tc.BPETokenizer(special_tokens=("<|eot|>", "<|eot|>")),
+        r"special_tokens must be distinct non-empty strings, got \['<\|eot\|>', '<\|eot\|>'\]",
+    ),
+    "bpe special str": (
+        lambda: tc.BPETokenizer(special_tokens="<|eot|>"),
+        r"special_tokens must be a collection of str, got the str '<\|eot\|>'",
+    ),
+    "bpe allowed": (
+        lambda: tokenizer.encode("abc", allowed_special={"<|eot|>"}),
+        r"allowed_special must be 'all' or a set of \[\], got \{'<\|eot\|>'\}",
+    ),
+    "bpe specials vocab": (
+        lambda: tc.BPETokenizer(special_tokens=("<|eot|>",)).train("abc", 256),
+        r"vocab_size must be an int >= 257, got 256",
+    ),
     # RNNs
     "rnn input": (
         lambda: tc.LSTM(5, 6)(torch.randn(B, T, 4)),
@@ -138,6 +154,14 @@ CASES = {
     "lm_batch len": (
         lambda: tc.data.lm_batch(torch.arange(10), 2, 10, generator=0),
         r"seq_len must be < len\(ids\) = 10, got 10",
+    ),
+    "poems split": (
+        lambda: tc.data.load_poems("test"),
+        r"split must be one of \['all', 'train', 'val'\], got 'test'",
+    ),
+    "poems collection": (
+        lambda: tc.data.load_poems(collection="宋"),
+        r"collection must be one of \['all', 'song', 'tang'\], got '宋'",
     ),
     "train steps": (lambda: tc.train(decoder, lambda: (idx, idx), steps=0), r"steps must be an int >= 1, got 0"),
     "loss targets": (

@@ -1,0 +1,197 @@
+"""Checkers for chapter 14 (从零拼出一个会写诗的 GPT).
+
+The learner assembles a GPT from the weights of the course's own modules: 练习 1 the causal multi-head
+self-attention of a ``tc.MultiHeadAttention``, 练习 2 the whole forward pass of a ``tc.DecoderOnly``
+(pre-LN, learned positions, GELU, tied output layer). The references write those modules' computation
+out by hand (a checker may not call the package while it watches the learner's code); a test checks that
+they give the package's numbers within 1e-6, so "passed" means: the same numbers as the package. Every mistake is a small complete wrong
+forward pass (``_attention`` and ``_gpt`` with one thing changed); cases differ in every size, include a
+single token and a full context, and end with the first case's twin.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from ..attention import causal_mask
+from ..config import TransformerConfig
+from ..models import DecoderOnly
+from ..multihead import MultiHeadAttention
+from ._core import Exercise, Forbidden, Mistake, randn as _randn
+from .ch08 import _randomise
+
+_SDPA = "本题要求亲手写出注意力（QKᵀ、缩放、掩码、softmax、乘 V），不要调用 torch.nn.functional.scaled_dot_product_attention"
+_COURSE = "本题要求用模块里的权重亲手拼出计算，不要调用课程包（模块的 forward、tc.split_heads、tc.causal_mask 等）"
+
+
+# ---- 练习 1: causal multi-head self-attention from a MultiHeadAttention's weights ---------------
+
+def _attention(x: Tensor, attn: MultiHeadAttention, *, causal: bool = True, future: bool = False,
+               scale: str = "head", heads: str = "right", out_proj: bool = True, softmax_dim: int = -1) -> Tensor:
+    """The statement's computation, with knobs for the mistakes; the defaults are the right answer."""
+    B, T, C = x.shape
+    H = attn.n_heads
+    q, k, v = F.linear(x, attn.qkv_proj.weight, attn.qkv_proj.bias).split(C, dim=-1)  # (B, T, C) each
+
+    def split(t: Tensor) -> Tensor:
+        if heads == "right":
+            return t.view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, d_head)
+        return t.view(B, T, C // H, H).permute(0, 3, 1, 2)  # heads taken from the wrong axis
+
+    q, k, v = split(q), split(k), split(v)
+    d = {"head": C // H, "model": C, "none": 1}[scale]
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (B, H, T, T)
+    if causal:
+        allowed = torch.ones(T, T, dtype=torch.bool).tril()
+        scores = scores.masked_fill(~(allowed.T if future else allowed), float("-inf"))
+    weights = scores.softmax(dim=softmax_dim).nan_to_num()  # (B, H, T, T)
+    out = (weights @ v).transpose(1, 2).reshape(B, T, C)  # (B, T, C)
+    return F.linear(out, attn.out_proj.weight, attn.out_proj.bias) if out_proj else out
+
+
+def _attention_cases() -> list[tuple]:
+    g = torch.Generator().manual_seed(141)
+    cases = []
+    for b, t, c, h in [(2, 5, 12, 3), (3, 1, 8, 2), (1, 7, 20, 4), (4, 3, 6, 1), (2, 5, 12, 3)]:  # twin last
+        attn = _randomise(MultiHeadAttention(c, h), g)
+        cases.append((2 * _randn(g, b, t, c), attn))
+    return cases
+
+
+def _attention_reference(x: Tensor, attn: MultiHeadAttention) -> Tensor:
+    """``attn(x, mask=causal_mask(T))[0]`` written out (the checker may not call the package while it
+    watches; ``tests/test_poet.py`` checks the two agree)."""
+    with torch.no_grad():
+        return _attention(x, attn)  # (B, T, C)
+
+
+CAUSAL_SELF_ATTENTION = Exercise(
+    name="causal_self_attention",
+    reference=_attention_reference,
+    make_cases=_attention_cases,
+    reference_dtype=None,  # the module's float32 weights
+    mistakes=(
+        Mistake("没有因果掩码：位置 t 只能看 0..t，把 j > t 的分数设为 -inf 再做 softmax。", lambda x, a: _attention(x, a, causal=False)),
+        Mistake("掩码方向反了：应保留下三角（j ≤ t，看过去），你保留的是上三角（看未来）。",
+                lambda x, a: _attention(x, a, future=True)),
+        Mistake("缩放用错了维度：除以 sqrt(d_head)（每个头的维度 C/H），不是 sqrt(d_model)。",
+                lambda x, a: _attention(x, a, scale="model")),
+        Mistake("忘了除以 sqrt(d_head)：分数 QKᵀ 要先缩放再 softmax。", lambda x, a: _attention(x, a, scale="none")),
+        Mistake("拆头拆错了轴：(B, T, C) 应 view 成 (B, T, H, d_head) 再 transpose(1, 2)，你把 d_head 放在了 H 前面。",
+                lambda x, a: _attention(x, a, heads="wrong")),
+        Mistake("合并各头之后还要乘输出投影 W_O（attn.out_proj）。", lambda x, a: _attention(x, a, out_proj=False)),
+        Mistake("softmax 的维度错了：对每个查询，在键的维度（最后一维）上归一化。", lambda x, a: _attention(x, a, softmax_dim=-2)),
+    ),
+    forbidden=(
+        Forbidden(_SDPA, functions=(F.scaled_dot_product_attention,),
+                  example=lambda x, a: F.linear(F.scaled_dot_product_attention(
+                      *(t.view(*x.shape[:2], a.n_heads, -1).transpose(1, 2)
+                        for t in F.linear(x, a.qkv_proj.weight, a.qkv_proj.bias).split(x.shape[-1], -1)),
+                      is_causal=True).transpose(1, 2).reshape(x.shape), a.out_proj.weight, a.out_proj.bias)),
+        Forbidden(_COURSE, course=True, example=lambda x, a: a(x, mask=causal_mask(x.shape[1]))[0]),
+    ),
+)
+check_causal_self_attention = CAUSAL_SELF_ATTENTION.check
+
+
+# ---- 练习 2: the whole forward pass of a DecoderOnly -------------------------------------------
+
+def _gpt(model: DecoderOnly, idx: Tensor, *, first_position: int = 0, positions: bool = True,
+         post_ln: bool = False, final_norm: bool = True, attn_residual: bool = True, causal: bool = True,
+         gelu: str = "none") -> Tensor:
+    """A pre-LN GPT forward pass from the model's weights, with knobs for the mistakes."""
+    stack, T = model.transformer, idx.shape[1]
+
+    def norm(x: Tensor, ln) -> Tensor:
+        return F.layer_norm(x, (x.shape[-1],), ln.weight, ln.bias, ln.eps)
+
+    x = stack.tok_emb.weight[idx]  # (B, T, C)
+    if positions:
+        x = x + stack.pos_emb.embedding.weight[first_position : first_position + T]  # (T, C)
+    for block in stack.blocks:
+        ln1, ln2, ffn = block.self_attn_residual.norm, block.ffn_residual.norm, block.ffn
+        if post_ln:
+            x = norm(x + _attention(x, block.self_attn, causal=causal), ln1)
+        else:
+            a = _attention(norm(x, ln1), block.self_attn, causal=causal)
+            x = x + a if attn_residual else a
+        h = x if post_ln else norm(x, ln2)
+        h = F.linear(F.gelu(F.linear(h, ffn.up.weight, ffn.up.bias), approximate=gelu), ffn.down.weight, ffn.down.bias)
+        x = norm(x + h, ln2) if post_ln else x + h
+    if final_norm and not post_ln:
+        x = norm(x, stack.final_norm)
+    return x @ stack.tok_emb.weight.T  # the output layer shares the embedding matrix: (B, T, V)
+
+
+def _seeded_model(config: TransformerConfig, g: torch.Generator) -> DecoderOnly:
+    """A model with seeded weights: norm gains near 1, every other weight ~ N(0, 1/fan_in)."""
+    model = DecoderOnly(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            gain = p.dim() == 1 and name.endswith("norm.weight")
+            p.copy_((1.0 if gain else 0.0) + _randn(g, *p.shape) / math.sqrt(p.shape[-1] if p.dim() > 1 else 1)
+                    * (0.5 if gain else 1.0))
+    return model.eval()
+
+
+def _gpt_cases() -> list[tuple]:
+    g = torch.Generator().manual_seed(142)
+    cases = []
+    # (vocab, d_model, heads, layers, d_ff, max_len, B, T): every size different; T = 1; T = max_len
+    for v, c, h, n, f, m, b, t in [(23, 12, 3, 2, 20, 9, 2, 6), (17, 8, 2, 1, 14, 5, 3, 1),
+                                   (31, 20, 4, 3, 28, 7, 1, 7), (19, 6, 1, 2, 10, 11, 4, 4),
+                                   (23, 12, 3, 2, 20, 9, 2, 6)]:  # the first case's twin
+        config = TransformerConfig(vocab_size=v, d_model=c, n_heads=h, n_layers=n, d_ff=f, max_len=m)
+        model = _seeded_model(config, g)
+        idx = torch.randint(v, (b, t), generator=g)
+        idx[0, -1] = v - 1  # the last token id appears
+        cases.append((model, idx))
+    return cases
+
+
+def _gpt_reference(model: DecoderOnly, idx: Tensor) -> Tensor:
+    """``model(idx)`` written out (``tests/test_poet.py`` checks the two agree)."""
+    with torch.no_grad():
+        return _gpt(model, idx)  # (B, T, V)
+
+
+GPT_FORWARD = Exercise(
+    name="gpt_forward",
+    reference=_gpt_reference,
+    make_cases=_gpt_cases,
+    reference_dtype=None,
+    mistakes=(
+        Mistake("忘了加位置 embedding：x = tok_emb[idx] + pos_emb[0..T-1]，否则模型分不清顺序。",
+                lambda m, i: _gpt(m, i, positions=False)),
+        Mistake("位置从 1 开始了：第一个 token 的位置是 0，用 pos_emb 的第 0..T-1 行。",
+                lambda m, i: _gpt(m, i, first_position=1) if i.shape[1] < m.config.max_len else _gpt(m, i)),
+        Mistake("这是 Post-LN：norm(x + f(x))。课程的 GPT 是 Pre-LN：x + f(norm(x))，最后再做一次 final_norm。",
+                lambda m, i: _gpt(m, i, post_ln=True)),
+        Mistake("忘了最后一层之后的 LayerNorm（model.transformer.final_norm）：Pre-LN 的残差流要先归一化再乘输出层。",
+                lambda m, i: _gpt(m, i, final_norm=False)),
+        Mistake("注意力子层的残差丢了：x = x + attn(norm1(x))，不是 x = attn(norm1(x))。",
+                lambda m, i: _gpt(m, i, attn_residual=False)),
+        Mistake("没有因果掩码：生成模型的位置 t 不能看到 t 之后的 token。", lambda m, i: _gpt(m, i, causal=False)),
+        Mistake("GELU 用了 tanh 近似：这个模型的 FFN 用精确的 GELU（F.gelu 的默认）。",
+                lambda m, i: _gpt(m, i, gelu="tanh")),
+    ),
+    forbidden=(
+        Forbidden("本题要求亲手拼出前向计算，不要调用模型本身或课程包的模块（model(idx)、block(x)、norm(x) 等）",
+                  course=True, example=lambda m, i: m(i)),
+        Forbidden(_SDPA, functions=(F.scaled_dot_product_attention,),
+                  example=lambda m, i: _sdpa_gpt(m, i)),
+    ),
+)
+check_gpt_forward = GPT_FORWARD.check
+
+
+def _sdpa_gpt(model: DecoderOnly, idx: Tensor) -> Tensor:
+    """The right forward pass, with the attention done by PyTorch's fused kernel (a forbidden shortcut)."""
+    F.scaled_dot_product_attention(*(torch.zeros(1, 1, 1, 1),) * 3)
+    return _gpt(model, idx)
+
+
+EXERCISES = (CAUSAL_SELF_ATTENTION, GPT_FORWARD)

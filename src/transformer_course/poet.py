@@ -1,0 +1,181 @@
+"""Chapter 14's plumbing: a character vocabulary for poems, batches of whole poems, a format score, a
+checkpoint (weights, configuration and vocabulary in one file) and a command line that writes poems::
+
+    python -m transformer_course.poet --train            # train a small poet (about a minute), save poet.pt
+    python -m transformer_course.poet "床前明月光"        # continue a first line with the saved poet
+
+One token per character: a Chinese character is already a unit of meaning, and a 五言 line is then
+exactly 6 tokens (5 characters and a punctuation mark). ``<|endoftext|>`` starts and ends every poem;
+characters never seen in training become ``<unk>``.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from ._checks import check_int
+from .config import TransformerConfig
+from .data import IGNORE_INDEX
+from .generate import generate
+from .models import DecoderOnly
+from .poems import Poem, load_poems
+from .train import train
+from .utils import set_seed
+
+EOT, UNK = "<|endoftext|>", "<unk>"
+CHECKPOINT_FORMAT = "transformer_course poet v1"
+_LINE = re.compile(r"(?:[^，。？！；\n]{5}[，。？！；])+|(?:[^，。？！；\n]{7}[，。？！；])+")
+
+
+class CharVocab:
+    """Token ids of characters: ``0`` is ``<|endoftext|>``, ``1`` is ``<unk>``, then the sorted characters.
+
+    Example:
+        >>> vocab = CharVocab("床前明月光")
+        >>> vocab.encode("明月光，"), vocab.decode(vocab.encode("明月"))
+        ([5, 6, 2, 1], '明月')
+    """
+
+    def __init__(self, chars: Iterable[str]) -> None:
+        self.itos = [EOT, UNK, *sorted(set(chars) - {EOT, UNK})]
+        if any(len(c) != 1 for c in self.itos[2:]):
+            raise ValueError("chars must be single characters")
+        self.stoi = {c: i for i, c in enumerate(self.itos)}
+        self.eot, self.unk = 0, 1
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def encode(self, text: str) -> list[int]:
+        """One id per character; the text ``<|endoftext|>`` is just its 13 characters, never the token."""
+        return [self.stoi.get(c, self.unk) for c in text]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return "".join(self.itos[i] for i in ids)
+
+
+def poem_text(poem: Poem) -> str:
+    """The poem's lines joined by newlines (a prose preface, ``序：…``, left out)."""
+    return "\n".join(line for line in poem.lines if not line.startswith("序："))
+
+
+def poem_rows(texts: Sequence[str], vocab: CharVocab, max_len: int) -> tuple[Tensor, Tensor]:
+    """One row per poem, ``<|endoftext|>`` poem ``<|endoftext|>``, cut to ``max_len + 1`` tokens, as
+    next-token pairs ``(N, max_len)`` each; the padding after a poem is not scored (``IGNORE_INDEX``)."""
+    check_int("max_len", max_len, minimum=2)
+    inputs = torch.full((len(texts), max_len), vocab.eot, dtype=torch.long)
+    targets = torch.full((len(texts), max_len), IGNORE_INDEX, dtype=torch.long)
+    for i, text in enumerate(texts):
+        ids = torch.tensor([vocab.eot, *vocab.encode(text), vocab.eot][: max_len + 1])
+        inputs[i, : len(ids) - 1], targets[i, : len(ids) - 1] = ids[:-1], ids[1:]
+    return inputs, targets
+
+
+def poem_batches(inputs: Tensor, targets: Tensor, batch_size: int, *, generator: torch.Generator
+                 ) -> Callable[[], tuple[Tensor, Tensor]]:
+    """``get_batch()`` for ``tc.train``: ``batch_size`` rows drawn at random (with ``generator``)."""
+    def get_batch() -> tuple[Tensor, Tensor]:
+        rows = torch.randint(len(inputs), (batch_size,), generator=generator)
+        return inputs[rows], targets[rows]
+    return get_batch
+
+
+def line_ok(line: str) -> bool:
+    """A regular line: clauses of 5 (or all of 7) characters, each closed by ，。？！ or ；."""
+    return _LINE.fullmatch(line) is not None
+
+
+def format_score(poems: Iterable[str]) -> float:
+    """The share of the non-empty lines of ``poems`` that are regular 五言 or 七言 lines."""
+    lines = [line for poem in poems for line in poem.split("\n") if line]
+    return sum(map(line_ok, lines)) / max(1, len(lines))
+
+
+def write_poem(model: DecoderOnly, vocab: CharVocab, prompt: str = "", *, max_new: int = 64,
+               temperature: float = 0.8, top_k: int | None = 20, generator: torch.Generator | None = None,
+               use_cache: bool = True) -> str:
+    """Continue ``prompt`` (start of a poem) until ``<|endoftext|>`` or ``max_new`` characters."""
+    device = next(model.parameters()).device
+    max_new = min(max_new, model.config.max_len - 1 - len(prompt))
+    idx = torch.tensor([[vocab.eot, *vocab.encode(prompt)]], device=device)  # (1, T0)
+    out = generate(model, idx, max_new, temperature=temperature, top_k=top_k, generator=generator,
+                   use_cache=use_cache)[0, idx.shape[1]:].tolist()
+    return prompt + vocab.decode(out[: out.index(vocab.eot)] if vocab.eot in out else out)
+
+
+def save_checkpoint(path: str | Path, model: DecoderOnly, vocab: CharVocab) -> None:
+    """Weights, configuration and vocabulary in one file that ``load_checkpoint`` reads back."""
+    torch.save({"format": CHECKPOINT_FORMAT, "config": dataclasses.asdict(model.config),
+                "vocab": vocab.itos[2:], "state_dict": model.state_dict()}, path)
+
+
+def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> tuple[DecoderOnly, CharVocab]:
+    """The model (in ``eval()`` mode) and vocabulary saved by ``save_checkpoint``."""
+    saved = torch.load(path, map_location=device, weights_only=True)  # tensors and plain values only
+    if not isinstance(saved, dict) or saved.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"path must be a checkpoint written by save_checkpoint, got {str(path)!r}")
+    model = DecoderOnly(TransformerConfig(**saved["config"])).to(device)
+    model.load_state_dict(saved["state_dict"])
+    return model.eval(), CharVocab(saved["vocab"])
+
+
+# The chapter's recipe, which the command line reuses: a 2-layer model, whole poems, AdamW with a
+# short warm-up and a cosine decay.
+POET_SIZE = {"d_model": 96, "n_heads": 4, "n_layers": 3, "d_ff": 384, "max_len": 80, "dropout": 0.3}
+
+
+def poet_schedule(steps: int, peak_lr: float = 3e-3, warmup: int = 20) -> Callable[[int], float]:
+    """Linear warm-up over ``warmup`` steps, then a cosine decay to a tenth of ``peak_lr``."""
+    def lr(step: int) -> float:
+        if step < warmup:
+            return peak_lr * (step + 1) / warmup
+        return peak_lr * (0.1 + 0.45 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup))))
+    return lr
+
+
+def train_poet(steps: int = 250, *, seed: int = 0, progress: bool = True) -> tuple[DecoderOnly, CharVocab]:
+    """A poet trained on the training split of every poem shipped (the chapter's recipe)."""
+    texts = [poem_text(p) for p in load_poems("train")]
+    vocab = CharVocab("".join(texts))
+    set_seed(seed)
+    model = DecoderOnly(TransformerConfig(vocab_size=len(vocab), **POET_SIZE))
+    get_batch = poem_batches(*poem_rows(texts, vocab, POET_SIZE["max_len"]), 32,
+                             generator=torch.Generator().manual_seed(seed))
+    train(model, get_batch, steps=steps, weight_decay=0.1, progress=progress, lr_schedule=poet_schedule(steps))
+    return model, vocab
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m transformer_course.poet", description=__doc__.split("::")[0])
+    parser.add_argument("prompt", nargs="?", default="", help="the start of the poem (may be empty)")
+    parser.add_argument("--checkpoint", default="poet.pt", help="file to read (or, with --train, to write)")
+    parser.add_argument("--train", action="store_true", help="train a poet first and save it")
+    parser.add_argument("--steps", type=int, default=250)
+    parser.add_argument("-n", type=int, default=3, help="how many poems")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--temperature", type=float, default=0.8)
+    args = parser.parse_args(argv)
+    if args.train:
+        model, vocab = train_poet(args.steps, seed=args.seed)
+        save_checkpoint(args.checkpoint, model, vocab)
+        print(f"saved {args.checkpoint}")
+    elif not Path(args.checkpoint).exists():
+        print(f"no checkpoint at {args.checkpoint}: run chapter 14, or add --train")
+        return 2
+    else:
+        model, vocab = load_checkpoint(args.checkpoint)
+    generator = torch.Generator().manual_seed(args.seed)
+    for _ in range(args.n):
+        print(write_poem(model, vocab, args.prompt, temperature=args.temperature, generator=generator) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
