@@ -13,7 +13,7 @@ from transformer_course.poems import load_poems, poem_form
 
 
 def test_every_poem_round_trips_through_the_vocabulary_and_specials_never_come_from_text():
-    texts = [poet.poem_text(p) for p in load_poems()]
+    texts = [p.text for p in load_poems()]
     vocab = poet.CharVocab("".join(texts))
     assert all(vocab.decode(vocab.encode(t)) == t for t in texts)
     assert vocab.itos[:2] == [poet.EOT, poet.UNK] and len(set(vocab.itos)) == len(vocab)
@@ -43,7 +43,7 @@ def test_format_score_is_the_share_of_regular_lines():
     assert poet.format_score(["床前明月光，疑是地上霜。\n举头望明月，低头思故乡", "白日依山尽。"]) == pytest.approx(2 / 3)
     assert poet.format_score([]) == 0.0
     regular = [p for p in load_poems("train") if poem_form(p) is not None]
-    assert poet.format_score(poet.poem_text(p) for p in regular) == 1.0  # the corpus's 五言/七言 poems
+    assert poet.format_score(p.text for p in regular) == 1.0  # the corpus's 五言/七言 poems
 
 
 def test_checkpoint_round_trip_and_the_command_line(tmp_path, capsys):
@@ -65,7 +65,7 @@ def test_checkpoint_round_trip_and_the_command_line(tmp_path, capsys):
 
 
 def test_write_poem_gives_the_same_poem_with_and_without_the_cache():
-    vocab = poet.CharVocab("".join(poet.poem_text(p) for p in load_poems("train")[:30]))
+    vocab = poet.CharVocab("".join(p.text for p in load_poems("train")[:30]))
     tc.set_seed(1)
     model = tc.DecoderOnly(tc.TransformerConfig(vocab_size=len(vocab), d_model=24, n_heads=3, n_layers=2,
                                                 d_ff=40, max_len=40)).eval()

@@ -2,7 +2,7 @@
 
     python tools/bench.py                 # everything; writes bench/results.{json,md}
     python tools/bench.py --quick         # a tiny smoke run (the tests run it), writes to --out
-    python tools/bench.py --only decode   # one section: decode, cache, bandwidth, attention, book
+    python tools/bench.py --only decode   # one section: decode, train, cache, bandwidth, attention, book
     python tools/bench.py --device cuda --out bench/cuda   # the same on a GPU (the book: any device)
 
 Every figure except the book's is the median of interleaved rounds after a warm-up (these machines
@@ -12,16 +12,19 @@ are noisy: never compare single runs). Sections:
    fp32, batch 1, greedy, with and without the KV cache; both must produce the same tokens. Twice: in
    GPT-2-small shape, where reading the weights dominates, and in a narrow 4-layer shape, where the
    per-token work around the matrix products does.
-2. cache: time of one decode step at growing positions, cached vs uncached, and total time for
+2. train: training steps/s (forward, loss, backward, AdamW) of chapter 14's poet model and of
+   ``GPT2LMHeadModel`` in the same configuration, same weights, same batch of 32 poems × 80 tokens.
+3. cache: time of one decode step at growing positions, cached vs uncached, and total time for
    64 … 512 new tokens on a small model.
-3. bandwidth: the machine's memory bandwidth (timed in the decode rounds, under the same load) and
+4. bandwidth: the machine's memory bandwidth (timed in the decode rounds, under the same load) and
    the bytes read per decoded token give an upper bound on tokens/s; our cached decode as a fraction of it.
-4. attention: the didactic attention against ``F.scaled_dot_product_attention``: time and peak memory.
-5. book: each chapter's execution time (fresh kernel, 2 threads) and the whole book's.
+5. attention: the didactic attention against ``F.scaled_dot_product_attention``: time and peak memory.
+6. book: each chapter's execution time (fresh kernel, 2 threads) and the whole book's.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -36,6 +39,8 @@ from typing import Callable
 import torch
 
 import transformer_course as tc
+from transformer_course import poet
+from transformer_course.poems import load_poems
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -80,6 +85,42 @@ def gpt2_pair(config: tc.TransformerConfig, device: torch.device, seed: int = 0)
                                     n_embd=config.d_model, n_layer=config.n_layers, n_head=config.n_heads,
                                     bos_token_id=last, eos_token_id=last, attn_implementation="sdpa")).eval()
     return hf.to(device), tc.from_hf_gpt2(hf).eval().to(device)
+
+
+def bench_train(config: tc.TransformerConfig, batch: int, rounds: int, device: torch.device) -> dict:
+    """Training steps/s (forward, loss, backward, AdamW step) of ``DecoderOnly`` and ``GPT2LMHeadModel`` with
+    the same configuration (dropout included), the same weights at the start and the same batch."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    p = config.dropout
+    hf = GPT2LMHeadModel(GPT2Config(vocab_size=config.vocab_size, n_positions=config.max_len, n_embd=config.d_model,
+                                    n_layer=config.n_layers, n_head=config.n_heads, n_inner=config.d_ff,
+                                    activation_function="gelu", resid_pdrop=p, embd_pdrop=p, attn_pdrop=p,
+                                    bos_token_id=0, eos_token_id=0, attn_implementation="sdpa")).to(device)
+    ours = tc.DecoderOnly(config).to(device)
+    tc.load_gpt2_state_dict(ours, hf.state_dict())
+    g = torch.Generator().manual_seed(0)
+    x = torch.randint(config.vocab_size, (batch, config.max_len), generator=g).to(device)
+    y = torch.randint(config.vocab_size, (batch, config.max_len), generator=g).to(device)
+    with torch.no_grad():  # the same function before any step: same loss in eval mode
+        same_loss = abs(tc.lm_loss(hf.eval()(x).logits, y).item() - tc.lm_loss(ours.eval()(x), y).item()) < 1e-4
+    hf.train(), ours.train()
+
+    def stepper(model: torch.nn.Module, logits: Callable[[], torch.Tensor]) -> Callable[[], None]:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+        def step() -> None:
+            loss = tc.lm_loss(logits(), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        return step
+    seconds = interleaved({"ours": stepper(ours, lambda: ours(x)), "transformers": stepper(hf, lambda: hf(x).logits)},
+                          rounds, device)
+    return {"config": dataclasses.asdict(config), "batch": batch, "same_loss_at_start": same_loss,
+            "steps_per_s": {name: 1 / s for name, s in seconds.items()},
+            "ours_over_transformers": seconds["transformers"] / seconds["ours"]}
 
 
 def matmul_floor(model: torch.nn.Module, device: torch.device) -> Callable[[], None]:
@@ -365,6 +406,14 @@ def markdown(results: dict) -> str:
     for key in ("decode", "decode_narrow"):
         if key in results:
             lines += decode_lines(results[key])
+    if "train" in results:
+        t, c = results["train"], results["train"]["config"]
+        lines += [f"## Training steps: the chapter 14 poet ({c['n_layers']} layers, d_model {c['d_model']}, "
+                  f"vocabulary {c['vocab_size']}, dropout {c['dropout']}), batch {t['batch']} × {c['max_len']}", "",
+                  "| implementation | steps/s |", "| --- | --- |"]
+        lines += [f"| {name} | {v:.2f} |" for name, v in t["steps_per_s"].items()]
+        lines += ["", f"Ours / transformers: **{t['ours_over_transformers']:.2f}×** (forward, loss, backward, AdamW; "
+                  f"same weights, same batch; same loss before the first step: {t['same_loss_at_start']}).", ""]
     if "bandwidth" in results:
         b = results["bandwidth"]
         lines += ["## The memory-bandwidth bound", "",
@@ -412,18 +461,19 @@ def markdown(results: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
-    parser.add_argument("--only", choices=["decode", "cache", "bandwidth", "attention", "book"], action="append")
+    parser.add_argument("--only", choices=["decode", "train", "cache", "bandwidth", "attention", "book"], action="append")
     parser.add_argument("--out", type=Path, default=ROOT / "bench")
     parser.add_argument("--device", default="cpu", help="cpu (the default: the figures issue 8 asks for) or cuda")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     torch.set_num_threads(min(2, os.cpu_count() or 1))
-    sections = set(args.only or ["decode", "cache", "bandwidth", "attention", "book"])
+    sections = set(args.only or ["decode", "train", "cache", "bandwidth", "attention", "book"])
     if args.quick:
         sections.discard("book")
         gpt2 = tc.TransformerConfig(vocab_size=97, d_model=24, n_heads=3, n_layers=2, d_ff=96, max_len=64,
                                     activation="gelu_tanh")
         small, narrow, prompt, new, rounds = gpt2, gpt2, 8, 8, 1
+        poet_config, poet_batch = dataclasses.replace(gpt2, activation="gelu", dropout=0.2), 2
         lengths, positions, attn_lengths, bw_bytes = [8, 16], [8, 16], [32, 64], 2**22
     else:
         gpt2 = tc.TransformerConfig.gpt2_small()
@@ -431,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
         narrow = tc.TransformerConfig(vocab_size=gpt2.vocab_size, d_model=256, n_heads=4, n_layers=4, d_ff=1024,
                                       max_len=1024, activation="gelu_tanh")  # GPT-2's vocabulary, a narrow body
         prompt, new, rounds = 32, 128, 5
+        vocab = poet.CharVocab("".join(p.text for p in load_poems("train")))  # chapter 14's model and batch
+        poet_config, poet_batch = tc.TransformerConfig(vocab_size=len(vocab), **poet.POET_SIZE), 32
         lengths, positions, attn_lengths, bw_bytes = [64, 128, 256, 512], [32, 128, 256, 512], [128, 256, 512, 1024, 2048], 2**30
     results: dict = {"machine": machine(device), "section_seconds": {}}
     started = time.perf_counter()
@@ -462,6 +514,10 @@ def main(argv: list[str] | None = None) -> int:
                                 "fraction_of_bound": d["tokens_per_s"]["ours cached"] / bound}
         print(f"bandwidth: {bw / 1e9:.1f} GB/s, bound {bound:.1f} tokens/s", flush=True)
         done("bandwidth")
+    if "train" in sections:
+        results["train"] = bench_train(poet_config, poet_batch, rounds * 4, device)
+        print(f"train: {results['train']['steps_per_s']}", flush=True)
+        done("train")
     if "cache" in sections:
         results["cache"] = bench_cache(small, lengths, positions, rounds, device)
         print("cache: done", flush=True)

@@ -2,7 +2,8 @@
 
 The learner assembles a GPT from the weights of the course's own modules: 练习 1 the causal multi-head
 self-attention of a ``tc.MultiHeadAttention``, 练习 2 the whole forward pass of a ``tc.DecoderOnly``
-(pre-LN, learned positions, GELU, tied output layer). The references write those modules' computation
+(pre-LN, learned positions, GELU, tied output layer); 练习 3 the
+validation loss of section 14.3's smoothed bigram baseline. The references write those modules' computation
 out by hand (a checker may not call the package while it watches the learner's code); a test checks that
 they give the package's numbers within 1e-6, so "passed" means: the same numbers as the package. Every mistake is a small complete wrong
 forward pass (``_attention`` and ``_gpt`` with one thing changed); cases differ in every size, include a
@@ -18,6 +19,7 @@ from torch.nn import functional as F
 
 from ..attention import causal_mask
 from ..config import TransformerConfig
+from ..data import IGNORE_INDEX
 from ..models import DecoderOnly
 from ..multihead import MultiHeadAttention
 from ._core import Exercise, Forbidden, Mistake, randn as _randn
@@ -194,4 +196,65 @@ def _sdpa_gpt(model: DecoderOnly, idx: Tensor) -> Tensor:
     return _gpt(model, idx)
 
 
-EXERCISES = (CAUSAL_SELF_ATTENTION, GPT_FORWARD)
+# ---- 练习 3: the bigram baseline's validation loss ----------------------------------------------
+# V >= 100 in every case, so that a target of -100 used as an index wraps around instead of failing:
+# the learner who forgets the unscored positions gets this mistake's hint, not an IndexError.
+
+def _bigram(counts: Tensor, inputs: Tensor, targets: Tensor, k: float, *, prior: str = "unigram",
+            transpose: bool = False, keep_ignored: bool = False, reduce: str = "mean") -> Tensor:
+    """Chapter 14.3's smoothed bigram loss, with knobs for the mistakes; the defaults are right."""
+    V = counts.shape[0]
+    c = (counts.T if transpose else counts).double()  # (V, V)
+    if prior == "unigram":
+        u = (c.sum(0) + 1) / (c.sum() + V)  # (V,) add-one unigram of the following token
+        table = (c + k * u) / (c.sum(1, keepdim=True) + k)
+    elif prior == "raw unigram":
+        u = c.sum(0) / c.sum()
+        table = (c + k * u) / (c.sum(1, keepdim=True) + k)
+    elif prior == "uniform":
+        table = (c + k / V) / (c.sum(1, keepdim=True) + k)
+    else:  # "add-k": k added to every cell
+        table = (c + k) / (c.sum(1, keepdim=True) + k * V)
+    scored = torch.ones_like(targets, dtype=torch.bool) if keep_ignored else targets != IGNORE_INDEX
+    nll = -table[inputs[scored], targets[scored]].log()  # (n_scored,)
+    return nll.mean() if reduce == "mean" else nll.sum()
+
+
+def _bigram_cases() -> list[tuple]:
+    g = torch.Generator().manual_seed(143)
+    cases = []
+    for v, n, t, k in [(120, 3, 7, 3.0), (101, 2, 9, 0.5), (150, 4, 5, 30.0), (130, 1, 11, 10.0),
+                       (120, 3, 7, 3.0)]:  # (V, N, T, k); the first's twin
+        counts = torch.randint(0, 4, (v, v), generator=g) * (torch.rand(v, v, generator=g) < 0.05)
+        counts[:, v - 1] = 0  # a token never seen after anything: only the add-one keeps it finite
+        counts[v - 2] = 0     # a token never followed by anything in training: pure unigram
+        inputs = torch.randint(v, (n, t), generator=g)
+        targets = torch.randint(v, (n, t), generator=g)
+        inputs[0, 0], targets[0, 0], targets[-1, 1] = v - 2, v - 1, v - 1
+        targets[:, -2:] = IGNORE_INDEX  # padding at the end of every row
+        cases.append((counts, inputs, targets, k))
+    return cases
+
+
+BIGRAM_LOSS = Exercise(
+    name="bigram_loss",
+    reference=_bigram,
+    make_cases=_bigram_cases,
+    atol=1e-4,
+    mistakes=(
+        Mistake("平滑要按 unigram 插值：p(b|a) = (n(a,b) + k·p(b)) / (n(a) + k)，p(b) 是 unigram 概率；你用的是均匀的 1/V。",
+                lambda c, x, y, k: _bigram(c, x, y, k, prior="uniform")),
+        Mistake("unigram 也要加一平滑：p(b) = (n(b) + 1) / (N + V)。训练中没出现过的 token 否则概率为 0，损失变成无穷大。",
+                lambda c, x, y, k: _bigram(c, x, y, k, prior="raw unigram")),
+        Mistake("这是给每一格都加 k（add-k 平滑）：(n(a,b) + k) / (n(a) + k·V)。本题要按 unigram 插值。",
+                lambda c, x, y, k: _bigram(c, x, y, k, prior="add-k")),
+        Mistake("counts 的方向反了：counts[a, b] 是「a 后面跟 b」的次数，p(b|a) 用第 a 行，分母是第 a 行的和。",
+                lambda c, x, y, k: _bigram(c, x, y, k, transpose=True)),
+        Mistake("targets 为 -100 的位置是填充，不计分：先用 targets != -100 选出计分的位置。",
+                lambda c, x, y, k: _bigram(c, x, y, k, keep_ignored=True)),
+        Mistake("要返回平均损失（除以计分位置的个数），不是总和。", lambda c, x, y, k: _bigram(c, x, y, k, reduce="sum")),
+    ),
+)
+check_bigram_loss = BIGRAM_LOSS.check
+
+EXERCISES = (CAUSAL_SELF_ATTENTION, GPT_FORWARD, BIGRAM_LOSS)
