@@ -104,10 +104,10 @@ def test_plain_markdown_renders_callouts_exercises_and_answers_without_myst(fold
         # every admonition a blockquote whose first line is its bold title
         admonitions = _count(r"^:::\{admonition\}", book)
         assert len(re.findall(r"<blockquote>\n<p><strong>[⚠ℹ] ", html)) == admonitions, chapter.name
-        # every exercise a heading, numbered in the chapter unless :nonumber:
+        # every exercise a heading, numbered as in the book (练习 3.1, 3.2 …) unless :nonumber:
         numbered = _count(r"^```\{exercise\}", book) - _count(r"^:nonumber:", book)
-        numbers = [int(n) for n in re.findall(r"<h[3-6]>练习 (\d+)", html)]
-        assert numbers == list(range(1, numbered + 1)), chapter.name
+        numbers = re.findall(r"<h[3-6]>练习 (\d+\.\d+)", html)
+        assert numbers == [f"{int(chapter.name[:2])}.{n}" for n in range(1, numbered + 1)], chapter.name
         answers = _count(r"^```\{solution\}", book)
         gates = _count(r"^```\{solution-start\}", book)
         if folder == "colab":  # written answers folded, code answers under a heading
@@ -141,7 +141,7 @@ LABELS = collect_labels({
 @pytest.mark.parametrize("myst, markdown", [
     ("(ch-a)=\n# 第 1 章　甲", "# 第 1 章　甲"),
     ("见 {ref}`ch-a`、{ref}`这一节 <sec-a>`、{numref}`ex-a` 与 {ref}`ex-b`",
-     "见 第 1 章　甲、这一节、练习 1（写一个） 与 练习 2"),
+     "见 第 1 章　甲、这一节、练习 1.1（写一个） 与 练习 1.2"),
     ("{ref}`q-a`，{doc}`../book/appendix_b`，{doc}`附录 <appendix_b>`", "测验，附录 B　环境，附录"),
     ("{math}`x^2`、{sub}`2`、{kbd}`Ctrl`、{abbr}`LLM (large language model)`、{term}`词表 <vocab>`",
      "$x^2$、<sub>2</sub>、<kbd>Ctrl</kbd>、LLM (large language model)、词表"),

@@ -136,7 +136,8 @@ def render(src: Path, full: bool = False, labels: dict[str, str] | None = None) 
     """The exercise version of chapter ``src``, or with ``full`` its full version for colab/."""
     nb = json.loads(src.read_text(encoding="utf-8"))
     labels = book_labels(src.parent) if labels is None else labels
-    cells = notebook_cells(nb, Context(substitutions(), labels, solutions=full))
+    chapter = int(src.name[:2]) if src.name[:2].isdigit() else None
+    cells = notebook_cells(nb, Context(substitutions(), labels, solutions=full, chapter=chapter))
     metadata = {k: v for k, v in nb.get("metadata", {}).items() if k in ("kernelspec", "language_info")}
     origin = "colab_version_of" if full else "exercise_version_of"
     metadata["transformer_course"] = {origin: f"book/{src.name}", "fingerprint": fingerprint(cells)}

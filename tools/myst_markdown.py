@@ -10,7 +10,7 @@ MyST                                      plain Markdown
 ``:::{admonition} title`` / ``{note}``,   a blockquote: ``> **⚠ title**`` (``ℹ`` for note, tip and the
 ``{warning}``, ``{tip}``… (``:class:``)   like), then the body, each line quoted
 ```` ```{exercise} title ```` with         a heading one level below the last heading seen,
-``:label:`` (``:nonumber:``)              ``### 练习 N　title`` (N counts the chapter's numbered
+``:label:`` (``:nonumber:``)              ``### 练习 C.N　title`` (C the chapter, N its numbered
                                           exercises; ``:nonumber:`` gives ``### title``), then the body
 ```` ```{solution} label ````             full version: ``<details><summary>解答</summary>`` … ``</details>``;
                                           exercise version: ``SOLUTION_NOTE`` (the answer is in the book)
@@ -86,6 +86,7 @@ class Context:
     labels: dict[str, str] = field(default_factory=dict)  # label or "doc:stem" -> text (collect_labels)
     solutions: bool = True                  # False: the exercise version (written answers removed)
     exercises: int = 0                      # numbered exercises met so far
+    chapter: int | None = None              # the chapter's number: 练习 3.1 as in the book (None: 练习 1)
     heading_level: int = 1                  # level of the last heading met
     bibliography: Path = BIBLIOGRAPHY       # the .bib file that ``{cite}`` keys are looked up in
 
@@ -174,7 +175,8 @@ def _directive(name: str, arg: str, body: list[str], ctx: Context) -> list[str]:
             heading = arg or "练习"
         else:
             ctx.exercises += 1
-            heading = f"练习 {ctx.exercises}" + (f"\u3000{arg}" if arg else "")
+            number = ctx.exercises if ctx.chapter is None else f"{ctx.chapter}.{ctx.exercises}"
+            heading = f"练习 {number}" + (f"\u3000{arg}" if arg else "")
         level = min(ctx.heading_level + 1, 6)
         return ["#" * level + " " + _inline(heading, ctx), "", *_blocks(body, ctx)]
     if name == "solution":
@@ -369,7 +371,7 @@ def collect_labels(documents: dict[str, str]) -> dict[str, str]:
     """``{label: text}`` for the ``{ref}`` and ``{doc}`` targets of ``documents`` (``{stem: markdown}``).
 
     A ``(label)=`` line names the heading after it; an exercise's ``:label:`` names ``练习 N（title）``
-    (N: its number in its chapter); ``doc:STEM`` names a document's first heading.
+    (N: ``3.1`` in chapter ``03_…``, as the book numbers it; ``1`` elsewhere); ``doc:STEM`` names a document's first heading.
     """
     labels: dict[str, str] = {}
     for stem, text in documents.items():
@@ -377,13 +379,14 @@ def collect_labels(documents: dict[str, str]) -> dict[str, str]:
             labels[f"doc:{stem}"] = first[1]
         for target in re.finditer(r"^\(([^()\s]+)\)=\s*\n\s*#{1,6}\s+(.+?)\s*$", text, re.MULTILINE):
             labels[target[1]] = target[2]
-        number = 0
+        number, chapter = 0, re.match(r"(\d\d)_", stem)
         for exercise in EXERCISE.finditer(text):
             options = dict(OPTION.match(line).groups() for line in exercise["options"].splitlines())
             title = exercise["title"].strip()
             if "nonumber" not in options:
                 number += 1
-                title = f"练习 {number}" + (f"（{title}）" if title else "")
+                shown = f"{int(chapter[1])}.{number}" if chapter else number
+                title = f"练习 {shown}" + (f"（{title}）" if title else "")
             if "label" in options:
                 labels[options["label"]] = title or "练习"
     return labels
