@@ -21,6 +21,9 @@ def test_bench_quick_run_writes_results(tmp_path, device):
         assert results[key]["same_tokens"] is True  # ours and transformers agree token for token
         assert set(results[key]["tokens_per_s"]) == measured
     assert results["bandwidth"]["bound_tokens_per_s"] > 0
+    train = results["train"]  # the same model in both implementations: the same loss before any step
+    assert train["same_loss_at_start"] is True and set(train["steps_per_s"]) == {"ours", "transformers"}
     assert all(r["didactic"]["peak_mib"] >= 0 for r in results["attention"].values())
     report = (tmp_path / "results.md").read_text(encoding="utf-8")
     assert report.count("| ours cached |") == 2 and "beyond the floor" in report
+    assert "Ours / transformers:" in report
