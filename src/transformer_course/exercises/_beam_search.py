@@ -1,7 +1,7 @@
 """Chapter 10, 练习 4: beam search, checked on tiny lookup-table language models.
 
-A model small enough to search exhaustively (``TinyLM``), the float64 reference, and each typical
-mistake written as a small wrong beam search; ``ch10`` lists the exercise.
+A model small enough to search exhaustively (``TinyLM``), the float64 reference and the cases; each
+typical mistake is a small wrong beam search in ``_beam_mistakes``; ``ch10`` lists the exercise.
 """
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ._core import Case, Exercise, Forbidden, Mistake
+from ._beam_mistakes import (_copies_at_start, _greedy_only, _last_token_only, _length_average, _log_of_softmax,
+                             _multiplied_probabilities, _per_parent, _prompt_dropped, _prompt_scored, _swapped,
+                             _vocabulary_order, _with_prompt)
 
 NEG_INF = float("-inf")
 
@@ -84,140 +87,6 @@ def _exhaustive(model: nn.Module, prompt: Tensor, n_new: int, beam_width: int) -
     totals = log_probs.gather(-1, tails[..., None]).squeeze(-1).sum(dim=-1)
     best = totals.sort(descending=True, stable=True).indices[:beam_width]
     return totals[best], tails[best]
-
-
-# Each mistake is a small wrong beam search, as a learner writes it (float32, token ids as int64).
-
-def _grow(seqs: Tensor, kept: Tensor, vocab: int) -> Tensor:
-    """The kept candidates (flat indices into (K, V)) as sequences one token longer: (K', T + 1)."""
-    return torch.cat([seqs[kept // vocab], (kept % vocab)[:, None]], dim=1)
-
-
-def _top(candidates: Tensor, beam_width: int) -> Tensor:
-    """The flat indices of the best candidates, best first (no more than there are)."""
-    return candidates.flatten().topk(min(beam_width, candidates.numel())).indices
-
-
-def _float32_search(model, prompt, n_new, beam_width):
-    """A right beam search, as a learner writes it; the mistakes below that only get the output
-    wrong start from it."""
-    seqs, scores = prompt[None], torch.zeros(1)
-    for _ in range(n_new):
-        log_probs = model(seqs)[:, -1].log_softmax(dim=-1)  # (K, V)
-        candidates = scores[:, None] + log_probs
-        kept = _top(candidates, beam_width)
-        seqs, scores = _grow(seqs, kept, log_probs.shape[-1]), candidates.flatten()[kept]
-    return scores, seqs[:, prompt.numel():]
-
-
-@torch.no_grad()
-def _per_parent(model, prompt, n_new, beam_width):
-    log_probs = model(prompt[None])[0, -1].log_softmax(dim=-1)  # (V,)
-    scores, first = log_probs.topk(min(beam_width, len(log_probs)))
-    seqs = torch.cat([prompt.expand(len(first), -1), first[:, None]], dim=1)
-    for _ in range(n_new - 1):  # then every beam keeps only its own best continuation
-        best = model(seqs)[:, -1].log_softmax(dim=-1).max(dim=-1)
-        seqs, scores = torch.cat([seqs, best.indices[:, None]], dim=1), scores + best.values
-    order = scores.sort(descending=True).indices
-    return scores[order], seqs[order, prompt.numel():]
-
-
-@torch.no_grad()
-def _last_token_only(model, prompt, n_new, beam_width):
-    seqs, scores = prompt[None], torch.zeros(1)
-    for _ in range(n_new):
-        log_probs = model(seqs)[:, -1].log_softmax(dim=-1)
-        kept = _top(log_probs, beam_width)  # ranked by the new token alone
-        seqs, scores = _grow(seqs, kept, log_probs.shape[-1]), log_probs.flatten()[kept]
-    return scores, seqs[:, prompt.numel():]
-
-
-@torch.no_grad()
-def _copies_at_start(model, prompt, n_new, beam_width):
-    seqs, scores = prompt.expand(beam_width, -1), torch.zeros(beam_width)  # k equal beams
-    for _ in range(n_new):
-        log_probs = model(seqs)[:, -1].log_softmax(dim=-1)
-        candidates = scores[:, None] + log_probs
-        kept = _top(candidates, beam_width)
-        seqs, scores = _grow(seqs, kept, log_probs.shape[-1]), candidates.flatten()[kept]
-    return scores, seqs[:, prompt.numel():]
-
-
-@torch.no_grad()
-def _multiplied_probabilities(model, prompt, n_new, beam_width):
-    seqs, probs = prompt[None], torch.ones(1)
-    for _ in range(n_new):  # float32 products: below ~1e-45 they are 0
-        step_probs = model(seqs)[:, -1].softmax(dim=-1)
-        candidates = probs[:, None] * step_probs
-        kept = _top(candidates, beam_width)
-        seqs, probs = _grow(seqs, kept, step_probs.shape[-1]), candidates.flatten()[kept]
-    return probs.log(), seqs[:, prompt.numel():]
-
-
-@torch.no_grad()
-def _log_of_softmax(model, prompt, n_new, beam_width):
-    seqs, scores = prompt[None], torch.zeros(1)
-    for _ in range(n_new):
-        log_probs = model(seqs)[:, -1].softmax(dim=-1).log()  # log(0) = -inf
-        candidates = scores[:, None] + log_probs
-        kept = _top(candidates, beam_width)
-        seqs, scores = _grow(seqs, kept, log_probs.shape[-1]), candidates.flatten()[kept]
-    return scores, seqs[:, prompt.numel():]
-
-
-@torch.no_grad()
-def _vocabulary_order(model, prompt, n_new, beam_width):
-    seqs, scores = prompt[None], torch.zeros(1)
-    for _ in range(n_new):
-        log_probs = model(seqs)[:, -1].log_softmax(dim=-1)
-        candidates = scores[:, None] + log_probs
-        kept = _top(candidates, beam_width).sort().values  # the right ones, in (beam, token) order
-        seqs, scores = _grow(seqs, kept, log_probs.shape[-1]), candidates.flatten()[kept]
-    return scores, seqs[:, prompt.numel():]
-
-
-@torch.no_grad()
-def _prompt_dropped(model, prompt, n_new, beam_width):
-    beams, scores = prompt[None, :0], torch.zeros(1)  # the continuations only
-    for step in range(n_new):
-        inputs = prompt[None] if step == 0 else beams  # from the second step on, no prompt
-        log_probs = model(inputs)[:, -1].log_softmax(dim=-1)
-        candidates = scores[:, None] + log_probs
-        kept = _top(candidates, beam_width)
-        beams, scores = _grow(beams, kept, log_probs.shape[-1]), candidates.flatten()[kept]
-    return scores, beams
-
-
-@torch.no_grad()
-def _length_average(model, prompt, n_new, beam_width):
-    scores, beams = _float32_search(model, prompt, n_new, beam_width)
-    return scores / n_new, beams
-
-
-@torch.no_grad()
-def _prompt_scored(model, prompt, n_new, beam_width):
-    scores, beams = _float32_search(model, prompt, n_new, beam_width)
-    from .ch10 import _log_prob_reference  # 练习 3's reference (ch10 imports this module: import here)
-
-    prompt_log_prob = _log_prob_reference(model(prompt[None]), prompt[None])  # (1,)
-    return scores + prompt_log_prob, beams
-
-
-@torch.no_grad()
-def _greedy_only(model, prompt, n_new, beam_width):
-    return _float32_search(model, prompt, n_new, 1)
-
-
-@torch.no_grad()
-def _with_prompt(model, prompt, n_new, beam_width):
-    scores, beams = _float32_search(model, prompt, n_new, beam_width)
-    return scores, torch.cat([prompt.expand(len(beams), -1), beams], dim=1)
-
-
-@torch.no_grad()
-def _swapped(model, prompt, n_new, beam_width):
-    scores, beams = _float32_search(model, prompt, n_new, beam_width)
-    return beams, scores
 
 
 def _greedy_off_path(model: nn.Module, prompt: Tensor, n_new: int, beam_width: int) -> bool:
