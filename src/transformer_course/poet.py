@@ -45,8 +45,9 @@ class CharVocab:
 
     def __init__(self, chars: Iterable[str]) -> None:
         self.itos = [EOT, UNK, *sorted(set(chars) - {EOT, UNK})]
-        if any(len(c) != 1 for c in self.itos[2:]):
-            raise ValueError("chars must be single characters")
+        longer = [c for c in self.itos[2:] if len(c) != 1]
+        if longer:
+            raise ValueError(f"chars must be single characters, got {longer[:3]!r}")
         self.stoi = {c: i for i, c in enumerate(self.itos)}
         self.eot, self.unk = 0, 1
 
