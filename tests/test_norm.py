@@ -1,4 +1,4 @@
-"""LayerNorm and RMSNorm from scratch equal torch's; the statistics they promise."""
+"""LayerNorm and RMSNorm equal the formulas written out and torch's modules; the statistics they promise."""
 from __future__ import annotations
 
 import pytest
@@ -43,3 +43,13 @@ def test_each_position_is_normalised_on_its_own():
     torch.testing.assert_close(y.var(-1, unbiased=False), torch.ones(B, T), atol=1e-3, rtol=0)
     z = RMSNorm(D_MODEL)(x)
     torch.testing.assert_close(z.pow(2).mean(-1), torch.ones(B, T), atol=1e-3, rtol=0)
+
+
+def test_layernorm_is_the_formula():
+    """The fused kernel computes (x - mean) / sqrt(biased var + eps) * weight + bias (float64)."""
+    ours = LayerNorm(D_MODEL, eps=1e-3).double()
+    _randomise(ours)
+    x = (3 + 2 * torch.randn(B, T, D_MODEL)).double()
+    centred = x - x.mean(-1, keepdim=True)
+    expected = centred / torch.sqrt(centred.pow(2).mean(-1, keepdim=True) + 1e-3) * ours.weight + ours.bias
+    torch.testing.assert_close(ours(x), expected, rtol=1e-12, atol=1e-12)

@@ -10,6 +10,7 @@ from tiny import tiny_config
 
 from transformer_course.data import copy_task
 from transformer_course.models import DecoderOnly
+from transformer_course.rnn import RecurrentLM
 from transformer_course.train import accuracy, lm_loss, train
 
 
@@ -52,3 +53,28 @@ def test_lr_schedule_gives_the_rate_of_each_step():
     assert all(torch.equal(v, start[k]) for k, v in model.state_dict().items())
     with pytest.raises(ValueError, match=r"lr_schedule\(step\) must be a number in \[0, inf\), got -0.1"):
         train(model, lambda: batches[0], steps=2, progress=False, lr_schedule=lambda step: -0.1)
+
+
+def test_progress_bar_is_one_text_output_in_a_notebook(tmp_path):
+    """In a Jupyter kernel the bar is one display output updated in place: the executed notebook keeps its
+    last state as plain text (no widget, which the static book could not run), with the step count and loss."""
+    nbformat, nbclient = pytest.importorskip("nbformat"), pytest.importorskip("nbclient")
+    code = ("import transformer_course as tc\n"
+            "from transformer_course.data import copy_task\n"
+            "from transformer_course.rnn import RecurrentLM\n"
+            "tc.train(RecurrentLM(10, 16), lambda: copy_task(8, 4, 10, generator=0), steps=7)\n"
+            "print('done')")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    outputs = nb.cells[0].outputs
+    bars = [o for o in outputs if o.output_type == "display_data"]
+    assert len(bars) == 1 and set(bars[0].data) == {"text/plain"}, outputs
+    assert "7/7" in bars[0].data["text/plain"] and "loss=" in bars[0].data["text/plain"], bars[0].data
+    assert [o.text for o in outputs if o.output_type == "stream"] == ["done\n"], outputs
+
+
+def test_progress_bar_outside_a_notebook_goes_to_stderr(capsys):
+    model = RecurrentLM(10, 16)
+    train(model, lambda: copy_task(8, 4, 10, generator=0), steps=4)
+    captured = capsys.readouterr()
+    assert captured.out == "" and "4/4" in captured.err

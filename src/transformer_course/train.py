@@ -6,12 +6,13 @@ targets ``(B, T)`` mark unscored positions with ``IGNORE_INDEX`` (see ``data.py`
 """
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
-from tqdm.auto import trange
+from tqdm import trange
 
 from ._checks import check_float, check_int, check_tensor
 from .data import IGNORE_INDEX
@@ -33,6 +34,31 @@ def accuracy(logits: Tensor, targets: Tensor) -> float:
     return correct.sum().item() / max(1, scored.sum().item())
 
 
+class _DisplayLine:
+    """Where tqdm writes in a notebook: one text output, replaced in place at each update. Not a widget,
+    so the stored notebook and the rendered book keep the bar's last state as plain text."""
+
+    encoding = "utf-8"  # tells tqdm it may draw the bar with block characters
+
+    def __init__(self) -> None:
+        from IPython.display import display
+
+        self.handle = display({"text/plain": ""}, raw=True, display_id=True)
+
+    def write(self, text: str) -> None:
+        if text.strip("\r\n"):
+            self.handle.update({"text/plain": text.strip("\r\n")}, raw=True)
+
+    def flush(self) -> None:
+        pass
+
+
+def _progress_target() -> object:
+    """A ``_DisplayLine`` inside a Jupyter kernel (Jupyter, Colab, the book's build), else ``sys.stderr``."""
+    shell = sys.modules["IPython"].get_ipython() if "IPython" in sys.modules else None
+    return _DisplayLine() if shell is not None and hasattr(shell, "kernel") else sys.stderr
+
+
 def train(
     model: nn.Module,
     get_batch: Callable[[], tuple[Tensor, Tensor]],
@@ -50,7 +76,8 @@ def train(
 
     ``device`` defaults to where the model is; batches are moved there. ``lr_schedule(step) -> float``,
     where given, is the learning rate of step 0, 1, ..., ``steps - 1`` (a warm-up, say) in place of the
-    constant ``lr``. The model is left in ``eval()`` mode. Returns ``{"loss": [loss of each step]}``.
+    constant ``lr``. ``progress`` shows a text bar with the step count and the latest loss. The model
+    is left in ``eval()`` mode. Returns ``{"loss": [loss of each step]}``.
 
     Example:
         >>> from transformer_course.data import copy_task
@@ -66,7 +93,7 @@ def train(
     model.to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     history: dict[str, list[float]] = {"loss": []}
-    bar = trange(steps, disable=not progress, desc="train")
+    bar = trange(steps, disable=not progress, desc="train", file=_progress_target(), mininterval=0.5)
     for step in bar:
         if lr_schedule is not None:
             optimizer.param_groups[0]["lr"] = check_float("lr_schedule(step)", lr_schedule(step), "[0, inf)")
