@@ -51,3 +51,23 @@ def test_gpt2_small_has_124m_parameters():
     with torch.device("meta"):  # shapes only: no memory, no time
         model = DecoderOnly(config)
     assert count_params(model) == 124_439_808  # the number Hugging Face reports for "gpt2"
+
+
+def test_every_allowed_value_is_implemented():
+    """The allowed values live in config.py; each module implements exactly those (adding one: CONTRIBUTING)."""
+    from transformer_course import block, ffn, norm
+    from transformer_course.config import ACTIVATIONS, FFN_ACTIVATIONS, NORM_POSITIONS, NORMS, POSITIONAL_SCHEMES
+    from transformer_course.models import DecoderOnly
+
+    assert set(ffn.ACTIVATION_MODULES) == set(ACTIVATIONS) and set(block.RESIDUALS) == set(NORM_POSITIONS)
+    for kind in NORMS:
+        assert isinstance(norm.make_norm(kind, 8), (norm.LayerNorm, norm.RMSNorm))
+    for activation in FFN_ACTIVATIONS:
+        assert isinstance(ffn.make_ffn(activation, 8, 12), (ffn.FeedForward, ffn.SwiGLU))
+    for scheme in POSITIONAL_SCHEMES:  # each builds a model whose logits depend on where a token sits
+        torch.manual_seed(0)
+        model = DecoderOnly(TransformerConfig(vocab_size=11, d_model=8, n_heads=2, n_layers=1, d_ff=12, max_len=6,
+                                              positional=scheme)).eval()
+        last = model(torch.tensor([[3, 5, 7]]))[0, -1], model(torch.tensor([[5, 3, 7]]))[0, -1]  # (V,) each
+        order_matters = not torch.allclose(*last, atol=1e-6)  # without positions attention sees a set
+        assert order_matters == (scheme != "none"), scheme

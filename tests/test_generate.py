@@ -107,3 +107,47 @@ def test_generating_past_learned_positions_raises():
     model = DecoderOnly(tiny_config(max_len=10)).eval()
     with pytest.raises(ValueError, match="max_len=10"):
         generate(model, _prompt(8), 5)
+
+
+
+def test_generate_steps_feed_the_prompt_once_then_one_token_and_end_where_generate_ends():
+    from transformer_course.generate import generate_steps
+    from transformer_course.utils import LINEAR_OPS, count_flops
+
+    torch.manual_seed(0)
+    model = DecoderOnly(tiny_config(positional="rope", max_len=T + 6)).eval()
+    idx = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(2))
+    flops_of = {}
+    for use_cache in (True, False):
+        steps = generate_steps(model, idx, 6, use_cache=use_cache, temperature=0.7,
+                               generator=torch.Generator().manual_seed(5))
+        taken = []
+        flops = [count_flops(lambda: taken.append(next(steps)), LINEAR_OPS) for _ in range(6)]  # one step each
+        with pytest.raises(StopIteration):
+            next(steps)
+        expected = generate(model, idx, 6, use_cache=use_cache, temperature=0.7,
+                            generator=torch.Generator().manual_seed(5))
+        assert torch.equal(taken[-1].tokens, expected)
+        assert all(s.logits.shape == (B, VOCAB) and torch.equal(s.tokens[:, :T], idx) for s in taken)
+        fed = [s.fed.shape[1] for s in taken]
+        assert fed == ([T, 1, 1, 1, 1, 1] if use_cache else list(range(T, T + 6)))
+        flops_of[use_cache] = flops
+    cached, full = flops_of[True], flops_of[False]
+    per_token = full[1] - full[0]  # the blocks' Linear FLOPs of one more position (the LM head reads the last)
+    assert cached[0] == full[0] and len(set(cached[1:])) == 1 and cached[0] - cached[1] == (T - 1) * per_token
+    assert all(b - a == per_token for a, b in zip(full, full[1:]))  # uncached: one position more each step
+
+
+def test_generate_steps_use_a_given_empty_cache_and_refuse_a_filled_one():
+    from transformer_course.generate import generate_steps
+
+    torch.manual_seed(0)
+    model = DecoderOnly(tiny_config()).eval()
+    idx = torch.randint(0, VOCAB, (B, T), generator=torch.Generator().manual_seed(2))
+    cache = KVCache.from_config(model.config, batch_size=B, max_len=T + 3)
+    out = [s.tokens for s in generate_steps(model, idx, 3, cache=cache, temperature=0.0)][-1]
+    assert cache.pos == T + 2 and torch.equal(out, generate(model, idx, 3, temperature=0.0))
+    with pytest.raises(ValueError, match="must be empty"):
+        next(generate_steps(model, idx, 1, cache=cache))
+    with pytest.raises(ValueError, match="use_cache=False"):
+        next(generate_steps(model, idx, 1, cache=KVCache.from_config(model.config, batch_size=B), use_cache=False))

@@ -49,3 +49,33 @@ def test_update_writes_into_the_buffer_and_returns_views():
         cache.layer(0).update(torch.randn(B, N_HEADS, 7, D_HEAD), torch.randn(B, N_HEADS, 7, D_HEAD))
     cache.reset()
     assert cache.pos == 0 and cache.nbytes == 0
+
+
+def test_bytes_from_plain_numbers_equal_the_config_and_need_all_three():
+    config = tiny_config(n_layers=3)
+    numbers = dict(n_layers=3, n_heads=N_HEADS, d_head=D_HEAD)
+    assert kv_cache_bytes(None, 11, 2, **numbers) == kv_cache_bytes(config, 11, 2) == 2 * 3 * 2 * N_HEADS * 11 * D_HEAD * 4
+    assert kv_cache_bytes(config, 11, n_layers=5) == kv_cache_bytes(None, 11, n_layers=5, n_heads=N_HEADS, d_head=D_HEAD)
+    with pytest.raises(ValueError, match="d_head is needed"):
+        kv_cache_bytes(None, 11, n_layers=3, n_heads=N_HEADS)
+
+
+def test_truncate_rewinds_and_the_rewound_step_gives_the_same_logits():
+    torch.manual_seed(0)
+    config = tiny_config(positional="rope")
+    model = DecoderOnly(config).eval()
+    idx = torch.randint(0, VOCAB, (B, T + 2), generator=torch.Generator().manual_seed(3))
+    cache = KVCache.from_config(config, batch_size=B)
+    with torch.inference_mode():
+        model(idx[:, :T], cache=cache)
+        first = model(idx[:, T : T + 1], cache=cache)  # (B, 1, V) at position T
+        model(idx[:, T + 1 :], cache=cache)
+        assert cache.pos == T + 2
+        cache.truncate(T)  # forget positions T and T+1
+        again = model(idx[:, T : T + 1], cache=cache)
+    torch.testing.assert_close(again, first, atol=1e-6, rtol=0)
+    assert cache.pos == T + 1
+    with pytest.raises(ValueError, match="pos must be <="):
+        cache.truncate(T + 2)
+    cache.reset()
+    assert cache.pos == 0 and cache.nbytes == 0

@@ -6,6 +6,7 @@ import torch
 from tiny import B, MAX_LEN, T, VOCAB, tiny_config
 
 from transformer_course.attention import padding_mask
+from transformer_course.config import POSITIONAL_SCHEMES
 from transformer_course.kv_cache import KVCache
 from transformer_course.models import DecoderOnly, EncoderDecoder, EncoderOnly, from_hf_gpt2
 
@@ -70,7 +71,7 @@ def test_gpt2_loader_refuses_flags_it_does_not_implement(hf_gpt2, flag, value):
         assert gap > 2e-5 or flag == "reorder_and_upcast_attn", gap
 
 
-@pytest.mark.parametrize("positional", ["learned", "sinusoidal", "rope", "alibi", "none"])
+@pytest.mark.parametrize("positional", POSITIONAL_SCHEMES)
 def test_decoder_logits_at_t_ignore_tokens_after_t(positional):
     model = DecoderOnly(tiny_config(positional=positional, norm_position="post", activation="swiglu")).eval()
     idx = _idx()

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 import transformer_course as tc
 from tiny import tiny_config
+from transformer_course.config import POSITIONAL_SCHEMES
 
 dims = st.integers(min_value=1, max_value=6)
 FAST = settings(max_examples=25, deadline=None)
@@ -29,7 +30,7 @@ def test_attention_weights_are_distributions(b, t_q, t_k, d_k, d_v, seed, masked
 
 
 @FAST
-@given(t=st.integers(2, 12), cut=st.integers(1, 11), positional=st.sampled_from(["learned", "sinusoidal", "rope", "alibi", "none"]),
+@given(t=st.integers(2, 12), cut=st.integers(1, 11), positional=st.sampled_from(POSITIONAL_SCHEMES),
        seed=st.integers(0, 2**16))
 def test_causal_model_never_looks_ahead(t, cut, positional, seed):
     cut = min(cut, t - 1)

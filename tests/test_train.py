@@ -78,3 +78,28 @@ def test_progress_bar_outside_a_notebook_goes_to_stderr(capsys):
     train(model, lambda: copy_task(8, 4, 10, generator=0), steps=4)
     captured = capsys.readouterr()
     assert captured.out == "" and "4/4" in captured.err
+
+
+def test_a_loss_step_trains_exactly_as_the_batches_it_replaces():
+    """``loss_step`` is the general form: drawing the same batches gives the same losses and weights."""
+    def run(use_loss_step: bool) -> tuple[list[float], torch.nn.Module]:
+        torch.manual_seed(0)
+        model = DecoderOnly(tiny_config(vocab_size=10, max_len=12, n_layers=1))
+        g = torch.Generator().manual_seed(0)
+        if use_loss_step:
+            def step() -> torch.Tensor:
+                inputs, targets = copy_task(8, 5, 10, generator=g)
+                return lm_loss(model(inputs), targets)
+            history = train(model, loss_step=step, steps=6, progress=False)
+        else:
+            history = train(model, lambda: copy_task(8, 5, 10, generator=g), steps=6, progress=False)
+        return history["loss"], model
+
+    (losses_a, a), (losses_b, b) = run(False), run(True)
+    assert losses_a == losses_b and len(losses_a) == 6
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        assert torch.equal(pa, pb)
+    with pytest.raises(ValueError, match="got both"):
+        train(a, lambda: copy_task(8, 5, 10, generator=0), loss_step=lambda: torch.tensor(0.0), steps=1)
+    with pytest.raises(ValueError, match="got neither"):
+        train(a, steps=1)

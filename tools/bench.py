@@ -238,7 +238,7 @@ def bench_cache(config: tc.TransformerConfig, lengths: list[int], positions: lis
         def step() -> None:
             with torch.inference_mode():
                 model.next_token_logits(ids[:, p : p + 1], cache=cache)
-            cache.pos = p  # rewind: every round measures the same step
+            cache.truncate(p)  # rewind: every round measures the same step
         return step
 
     def step_uncached(p: int) -> Callable[[], object]:

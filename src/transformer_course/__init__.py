@@ -6,7 +6,7 @@ from .attention import causal_mask, padding_mask, scaled_dot_product_attention
 from .block import PostNormResidual, PreNormResidual, TransformerBlock
 from .config import TransformerConfig
 from .ffn import FeedForward, SwiGLU
-from .generate import generate, greedy, next_token, sample, scale_by_temperature, top_k_filter, top_p_filter
+from .generate import Step, generate, generate_steps, greedy, next_token, sample, scale_by_temperature, top_k_filter, top_p_filter
 from .kv_cache import KVCache, kv_cache_bytes
 from .models import DecoderOnly, EncoderDecoder, EncoderOnly, TransformerStack, from_hf_gpt2, load_gpt2_state_dict
 from .multihead import MultiHeadAttention, merge_heads, split_heads
@@ -23,13 +23,16 @@ from .positional import (
 )
 from .rnn import LSTM, RNN, RecurrentLM
 from .tokenizer import BPETokenizer
+from .trace import AttentionTrace, LayerTrace, Trace
 from .train import accuracy, lm_loss, train
-from .utils import claim, count_params, get_device, set_seed, time_call
+from .utils import LINEAR_OPS, claim, count_flops, count_params, flops_by_op, get_device, set_seed, time_call
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "LINEAR_OPS",
     "ALiBi",
+    "AttentionTrace",
     "BPETokenizer",
     "DecoderOnly",
     "EncoderDecoder",
@@ -38,6 +41,7 @@ __all__ = [
     "KVCache",
     "LSTM",
     "LayerNorm",
+    "LayerTrace",
     "LearnedPositions",
     "MultiHeadAttention",
     "PostNormResidual",
@@ -47,7 +51,9 @@ __all__ = [
     "RecurrentLM",
     "RotaryEmbedding",
     "SinusoidalPositions",
+    "Step",
     "SwiGLU",
+    "Trace",
     "TransformerBlock",
     "TransformerConfig",
     "TransformerStack",
@@ -56,11 +62,14 @@ __all__ = [
     "apply_rope",
     "causal_mask",
     "claim",
+    "count_flops",
     "count_params",
     "data",
     "exercises",
+    "flops_by_op",
     "from_hf_gpt2",
     "generate",
+    "generate_steps",
     "get_device",
     "greedy",
     "kv_cache_bytes",

@@ -13,10 +13,12 @@ from typing import TYPE_CHECKING
 from torch import Tensor, nn
 
 from ._checks import check_choice, check_float
+from .config import NORM_POSITIONS
 from .ffn import make_ffn
 from .kv_cache import LayerKVCache
 from .multihead import MultiHeadAttention
 from .norm import make_norm
+from .trace import AttentionTrace, LayerTrace
 
 if TYPE_CHECKING:
     from .config import TransformerConfig
@@ -45,7 +47,7 @@ class PostNormResidual(_Residual):
         return self.norm(x + self.dropout(sublayer(x)))
 
 
-RESIDUALS = {"pre": PreNormResidual, "post": PostNormResidual}
+RESIDUALS = {"pre": PreNormResidual, "post": PostNormResidual}  # one per name in config.NORM_POSITIONS
 
 
 class TransformerBlock(nn.Module):
@@ -70,7 +72,7 @@ class TransformerBlock(nn.Module):
         eps: float = 1e-5,
     ) -> None:
         super().__init__()
-        Residual = RESIDUALS[check_choice("norm_position", norm_position, RESIDUALS)]
+        Residual = RESIDUALS[check_choice("norm_position", norm_position, NORM_POSITIONS)]
 
         def residual() -> nn.Module:
             return Residual(make_norm(norm, d_model, eps=eps, bias=bias), dropout=dropout)
@@ -111,14 +113,24 @@ class TransformerBlock(nn.Module):
         position_bias: Tensor | None = None,
         context: Tensor | None = None,
         context_mask: Tensor | None = None,
+        trace: list[LayerTrace] | None = None,
     ) -> Tensor:
         """``x (B, T, C) -> (B, T, C)``; ``mask``, ``cache``, ``rope``, ``position_bias`` go to self-attention,
-        ``context (B, S, C)`` and ``context_mask`` (broadcastable to ``(B, H, T, S)``) to cross-attention."""
+        ``context (B, S, C)`` and ``context_mask`` (broadcastable to ``(B, H, T, S)``) to cross-attention.
+        ``trace``: a list to append this block's ``LayerTrace`` to (see ``TransformerStack.forward``)."""
+        attn: list[AttentionTrace] | None = None if trace is None else []
+        cross: list[AttentionTrace] | None = None if trace is None else []
         x = self.self_attn_residual(
-            x, lambda h: self.self_attn(h, mask=mask, cache=cache, rope=rope, position_bias=position_bias)[0]
+            x, lambda h: self.self_attn(h, mask=mask, cache=cache, rope=rope, position_bias=position_bias,
+                                        trace=attn)[0]
         )
         if self.cross_attn is not None:
-            x = self.cross_attn_residual(x, lambda h: self.cross_attn(h, context=context, mask=context_mask)[0])
+            x = self.cross_attn_residual(
+                x, lambda h: self.cross_attn(h, context=context, mask=context_mask, trace=cross)[0]
+            )
         elif context is not None:
             raise ValueError("context was given, but this block has no cross-attention (cross_attention=False)")
-        return self.ffn_residual(x, self.ffn)
+        x = self.ffn_residual(x, self.ffn)
+        if trace is not None:
+            trace.append(LayerTrace(self_attention=attn[0], cross_attention=cross[0] if cross else None, output=x))
+        return x

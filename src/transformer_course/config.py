@@ -10,11 +10,14 @@ import dataclasses
 from dataclasses import dataclass
 
 from ._checks import check_choice, check_float, check_int
-from .block import RESIDUALS
-from .ffn import FFN_ACTIVATIONS
-from .norm import NORMS
 
+# The allowed values of each choice live here; the modules that implement them import these names
+# (``positional.py``/``models.py``, ``norm.py``, ``block.py``, ``ffn.py``), and so do the tests.
 POSITIONAL_SCHEMES = ("learned", "sinusoidal", "rope", "alibi", "none")
+NORMS = ("layernorm", "rmsnorm")
+NORM_POSITIONS = ("pre", "post")
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh")  # FeedForward's elementwise activations
+FFN_ACTIVATIONS = (*ACTIVATIONS, "swiglu")  # SwiGLU replaces the whole FFN
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,7 +67,7 @@ class TransformerConfig:
             check_int(name, getattr(self, name))
         check_choice("positional", self.positional, POSITIONAL_SCHEMES)
         check_choice("norm", self.norm, NORMS)
-        check_choice("norm_position", self.norm_position, RESIDUALS)
+        check_choice("norm_position", self.norm_position, NORM_POSITIONS)
         check_choice("activation", self.activation, FFN_ACTIVATIONS)
         check_float("dropout", self.dropout, "[0, 1)")
         check_float("norm_eps", self.norm_eps, "(0, inf)")

@@ -11,8 +11,9 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ._checks import check_choice, check_int, check_tensor
+from .config import ACTIVATIONS, FFN_ACTIVATIONS
 
-ACTIVATIONS = {
+ACTIVATION_MODULES = {  # one per name in config.ACTIVATIONS
     "relu": nn.ReLU,
     "gelu": nn.GELU,  # exact, with erf (the GELU paper; Hugging Face BERT)
     "gelu_tanh": partial(nn.GELU, approximate="tanh"),  # the tanh approximation (GPT-2)
@@ -26,7 +27,7 @@ class FeedForward(nn.Module):
         super().__init__()
         self.d_model = check_int("d_model", d_model)
         self.up = nn.Linear(d_model, check_int("d_ff", d_ff), bias=bias)
-        self.act = ACTIVATIONS[check_choice("activation", activation, ACTIVATIONS)]()
+        self.act = ACTIVATION_MODULES[check_choice("activation", activation, ACTIVATIONS)]()
         self.down = nn.Linear(d_ff, d_model, bias=bias)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -51,8 +52,6 @@ class SwiGLU(nn.Module):
         check_tensor("x", x, "(..., C)", C=self.d_model)
         return self.down(F.silu(self.gate(x)) * self.up(x))  # (..., d_ff) gated, then (..., C)
 
-
-FFN_ACTIVATIONS = (*ACTIVATIONS, "swiglu")
 
 
 def make_ffn(activation: str, d_model: int, d_ff: int, *, bias: bool = True) -> nn.Module:

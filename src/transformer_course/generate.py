@@ -6,6 +6,9 @@ Choosing the next token is split into small pure functions on logits ``(B, V)``:
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
 
@@ -90,6 +93,57 @@ def next_token(
     return sample(logits, generator=generator)
 
 
+@dataclass
+class Step:
+    """One decoding step of ``generate_steps``."""
+
+    fed: Tensor  # (B, T') what the model read: the prompt (prefill), one token (cached), or all (no cache)
+    logits: Tensor  # (B, V) for the token after the sequence so far
+    tokens: Tensor  # (B, t + 1) the sequence so far, the new token last
+
+
+@torch.no_grad()  # not inference_mode: torch 2.2's FlopCounterMode counts nothing there
+def generate_steps(
+    model: nn.Module,
+    idx: Tensor,
+    max_new_tokens: int,
+    *,
+    use_cache: bool = True,
+    cache: KVCache | None = None,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    generator: torch.Generator | None = None,
+) -> Iterator[Step]:
+    """``generate``, one ``Step`` at a time: each ``next()`` runs one forward pass and picks one token, so
+    a caller can time a step, count its FLOPs or look at its logits without writing the loop again.
+
+    With ``use_cache`` a new ``KVCache`` is made unless ``cache`` (empty; any object the model accepts)
+    is given. Arguments as in ``generate``.
+    """
+    check_tensor("idx", idx, "(B, T)", dtype="int")
+    check_int("max_new_tokens", max_new_tokens, minimum=0)
+    B, T = idx.shape
+    tokens = torch.empty(B, T + max_new_tokens, dtype=idx.dtype, device=idx.device)  # filled left to right
+    tokens[:, :T] = idx
+    if not use_cache:
+        if cache is not None:
+            raise ValueError("cache was given with use_cache=False")
+    elif cache is None:
+        param = next(model.parameters())
+        cache = KVCache.from_config(
+            model.config, batch_size=B, max_len=T + max_new_tokens, dtype=param.dtype, device=param.device
+        )
+    elif cache.pos != 0:
+        raise ValueError(f"cache must be empty (pos=0), got pos={cache.pos}")
+    for t in range(T, T + max_new_tokens):
+        # With a cache the model gets what it has not seen: the prompt first (prefill), then one token.
+        fed = tokens[:, (0 if cache is None else cache.pos) : t]  # (B, T')
+        logits = model.next_token_logits(fed, cache=cache)  # (B, V), last position only
+        tokens[:, t] = next_token(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+        yield Step(fed=fed, logits=logits, tokens=tokens[:, : t + 1])
+
+
 @torch.inference_mode()
 def generate(
     model: nn.Module,
@@ -108,20 +162,8 @@ def generate(
     call ``model.eval()`` first. With ``use_cache`` the prompt is run once (prefill) and each step
     feeds only the newest token (decode); without it, each step re-reads the whole sequence.
     """
-    check_tensor("idx", idx, "(B, T)", dtype="int")
-    check_int("max_new_tokens", max_new_tokens, minimum=0)
-    B, T = idx.shape
-    tokens = torch.empty(B, T + max_new_tokens, dtype=idx.dtype, device=idx.device)  # filled left to right
-    tokens[:, :T] = idx
-    cache = None
-    if use_cache:
-        param = next(model.parameters())
-        cache = KVCache.from_config(
-            model.config, batch_size=B, max_len=T + max_new_tokens, dtype=param.dtype, device=param.device
-        )
-    for t in range(T, T + max_new_tokens):
-        # With a cache the model gets what it has not seen: the prompt first (prefill), then one token.
-        start = 0 if cache is None else cache.pos
-        logits = model.next_token_logits(tokens[:, start:t], cache=cache)  # (B, V), last position only
-        tokens[:, t] = next_token(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
-    return tokens
+    tokens = None
+    for step in generate_steps(model, idx, max_new_tokens, use_cache=use_cache, temperature=temperature,
+                               top_k=top_k, top_p=top_p, generator=generator):
+        tokens = step.tokens  # (B, t + 1)
+    return idx.clone() if tokens is None else tokens  # max_new_tokens=0: the prompt, as a new tensor

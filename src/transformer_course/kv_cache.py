@@ -95,9 +95,16 @@ class KVCache:
             raise ValueError(f"n={n} would move pos={self.pos} past max_len={self.max_len}")
         self.pos += n
 
+    def truncate(self, pos: int) -> None:
+        """Keep positions ``0 .. pos-1`` and forget the rest (the next update writes at ``pos``):
+        rewind to re-run a step, or drop a rejected continuation."""
+        if check_int("pos", pos, minimum=0) > self.pos:
+            raise ValueError(f"pos must be <= the filled positions ({self.pos}), got {pos}")
+        self.pos = pos
+
     def reset(self) -> None:
-        """Forget everything (the buffers are reused, not freed)."""
-        self.pos = 0
+        """Forget everything (the buffers are reused, not freed): ``truncate(0)``."""
+        self.truncate(0)
 
 
 class LayerKVCache:
@@ -127,25 +134,37 @@ class LayerKVCache:
 
 
 def kv_cache_bytes(
-    config: TransformerConfig,
+    config: TransformerConfig | None,
     seq_len: int,
     batch_size: int = 1,
     dtype: torch.dtype = torch.float32,
     *,
     n_kv_heads: int | None = None,
+    n_layers: int | None = None,
+    n_heads: int | None = None,
+    d_head: int | None = None,
 ) -> int:
     """Bytes to cache ``seq_len`` positions: ``2 (K, V) × layers × batch × kv heads × seq_len × d_head × bytes``.
 
-    ``n_kv_heads`` defaults to ``config.n_heads`` (multi-head attention); a smaller value gives the
-    size for grouped-query attention, where groups of query heads share one K/V head.
+    The sizes come from ``config``; ``n_layers``, ``n_heads``, ``d_head`` given as numbers replace them
+    (with ``config=None`` all three are needed). ``n_kv_heads`` defaults to ``n_heads`` (multi-head
+    attention); a smaller value gives the size for grouped-query attention, where groups of query heads
+    share one K/V head.
 
     Example:
         >>> from transformer_course.config import TransformerConfig
         >>> kv_cache_bytes(TransformerConfig.gpt2_small(), 1024, dtype=torch.float16) / 2**20  # MiB
         36.0
+        >>> kv_cache_bytes(None, 1024, n_layers=12, n_heads=12, d_head=64, dtype=torch.float16) / 2**20
+        36.0
     """
-    n_kv_heads = config.n_heads if n_kv_heads is None else check_int("n_kv_heads", n_kv_heads)
-    if config.n_heads % n_kv_heads:
-        raise ValueError(f"n_kv_heads must divide n_heads={config.n_heads}, got {n_kv_heads}")
-    per_position = 2 * config.n_layers * n_kv_heads * config.d_head * dtype.itemsize
+    sizes = {"n_layers": n_layers, "n_heads": n_heads, "d_head": d_head}
+    for name, value in sizes.items():
+        if value is None and config is None:
+            raise ValueError(f"{name} is needed when config is None, got None")
+        sizes[name] = getattr(config, name) if value is None else check_int(name, value)
+    n_kv_heads = sizes["n_heads"] if n_kv_heads is None else check_int("n_kv_heads", n_kv_heads)
+    if sizes["n_heads"] % n_kv_heads:
+        raise ValueError(f"n_kv_heads must divide n_heads={sizes['n_heads']}, got {n_kv_heads}")
+    per_position = 2 * sizes["n_layers"] * n_kv_heads * sizes["d_head"] * dtype.itemsize
     return per_position * check_int("seq_len", seq_len) * check_int("batch_size", batch_size)

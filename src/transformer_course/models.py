@@ -21,6 +21,7 @@ from .config import TransformerConfig
 from .kv_cache import KVCache
 from .norm import make_norm
 from .positional import ALiBi, LearnedPositions, RotaryEmbedding, SinusoidalPositions
+from .trace import LayerTrace, Trace
 
 
 def init_weights(module: nn.Module) -> None:
@@ -84,12 +85,14 @@ class TransformerStack(nn.Module):
         cache: KVCache | None = None,
         context: Tensor | None = None,
         context_mask: Tensor | None = None,
+        trace: list[LayerTrace] | None = None,
     ) -> Tensor:
         """Hidden states ``(B, T, C)`` of token ids ``idx (B, T)``.
 
         ``mask`` (bool, broadcastable to ``(B, H, T, Tk)``, e.g. a padding mask) is combined with the
         causal mask; with a ``cache`` the ``T`` tokens sit at positions ``cache.pos .. cache.pos+T-1``.
-        ``context (B, S, C)`` and ``context_mask`` go to cross-attention.
+        ``context (B, S, C)`` and ``context_mask`` go to cross-attention. ``trace``: a list that gets
+        one ``LayerTrace`` per block (attention weights, q, k, v, output); the models' ``inspect``.
         """
         check_tensor("idx", idx, "(B, T)", dtype="int")
         B, T = idx.shape
@@ -113,7 +116,7 @@ class TransformerStack(nn.Module):
         for i, block in enumerate(self.blocks):
             layer_cache = None if cache is None else cache.layer(i)
             x = block(x, mask=mask, cache=layer_cache, rope=rope, position_bias=bias,
-                      context=context, context_mask=context_mask)
+                      context=context, context_mask=context_mask, trace=trace)
         if cache is not None:
             cache.advance(T)  # every layer has stored positions start .. start+T-1
         return self.final_norm(x)  # (B, T, C)
@@ -140,6 +143,11 @@ class DecoderOnly(nn.Module):
     def forward(self, idx: Tensor, cache: KVCache | None = None) -> Tensor:
         """Logits ``(B, T, V)`` for every position; with a ``cache``, ``idx`` holds only the new tokens."""
         return self.lm_head(self.transformer(idx, cache=cache))  # (B, T, V)
+
+    def inspect(self, idx: Tensor, cache: KVCache | None = None) -> Trace:
+        """``forward``, also returning every layer's attention weights, q, k, v and output (call ``.eval()``)."""
+        layers: list[LayerTrace] = []
+        return Trace(logits=self.lm_head(self.transformer(idx, cache=cache, trace=layers)), layers=layers)
 
     def next_token_logits(self, idx: Tensor, cache: KVCache | None = None) -> Tensor:
         """Logits ``(B, V)`` for the token after ``idx``: the LM head runs at the last position only."""
@@ -169,6 +177,12 @@ class EncoderOnly(nn.Module):
         """Logits ``(B, T, V)`` for the token at every position (train on the masked ones)."""
         return self.lm_head(self.mlm_transform(self.transformer(idx, mask=mask)))  # (B, T, V)
 
+    def inspect(self, idx: Tensor, *, mask: Tensor | None = None) -> Trace:
+        """``forward``, also returning every layer's attention weights, q, k, v and output (call ``.eval()``)."""
+        layers: list[LayerTrace] = []
+        hidden = self.transformer(idx, mask=mask, trace=layers)  # (B, T, C)
+        return Trace(logits=self.lm_head(self.mlm_transform(hidden)), layers=layers)
+
 
 class EncoderDecoder(nn.Module):
     """Encoder over ``src (B, S)``, causal decoder over ``tgt (B, T)`` with cross-attention to the encoder.
@@ -197,6 +211,14 @@ class EncoderDecoder(nn.Module):
 
     def forward(self, src: Tensor, tgt: Tensor, *, src_mask: Tensor | None = None) -> Tensor:
         return self.decode(tgt, self.encode(src, src_mask=src_mask), src_mask=src_mask)  # (B, T, V)
+
+    def inspect(self, src: Tensor, tgt: Tensor, *, src_mask: Tensor | None = None) -> Trace:
+        """``forward``, also returning both stacks' per-layer attention (the decoder's cross-attention too)."""
+        encoder_layers: list[LayerTrace] = []
+        layers: list[LayerTrace] = []
+        memory = self.encoder(src, mask=src_mask, trace=encoder_layers)  # (B, S, C)
+        hidden = self.decoder(tgt, context=memory, context_mask=src_mask, trace=layers)  # (B, T, C)
+        return Trace(logits=self.lm_head(hidden), layers=layers, encoder_layers=encoder_layers)
 
 
 # --- GPT-2 weights from Hugging Face ------------------------------------------------------------

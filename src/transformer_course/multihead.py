@@ -15,6 +15,7 @@ from ._checks import check_broadcastable, check_float, check_int, check_mask, ch
 from .attention import scaled_dot_product_attention
 from .kv_cache import LayerKVCache
 from .positional import apply_rope
+from .trace import AttentionTrace
 
 
 def split_heads(x: Tensor, n_heads: int) -> Tensor:
@@ -66,6 +67,7 @@ class MultiHeadAttention(nn.Module):
         rope: tuple[Tensor, Tensor] | None = None,
         position_bias: Tensor | None = None,
         need_weights: bool = False,
+        trace: list[AttentionTrace] | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from ``x`` to itself (self-attention) or to ``context`` (cross-attention).
 
@@ -79,6 +81,7 @@ class MultiHeadAttention(nn.Module):
             position_bias: float, added to the scores, broadcastable to ``(B, H, T, Tk)`` (ALiBi).
             need_weights: also return the attention weights, computed by the didactic
                 ``tc.attention.scaled_dot_product_attention`` (slower; call ``.eval()`` first).
+            trace: a list to append an ``AttentionTrace`` (q, k, v, weights) to; weights as above.
 
         Returns:
             ``(out, weights)``: ``(B, T, C)`` and ``(B, H, T, Tk)``, or ``None`` without ``need_weights``.
@@ -109,11 +112,13 @@ class MultiHeadAttention(nn.Module):
         if position_bias is not None:
             check_tensor("position_bias", position_bias, "(..., T, Tk)")
             check_broadcastable("position_bias", position_bias, scores_shape)
-        if need_weights:
+        if need_weights or trace is not None:
             out, weights = self._attend_with_weights(q, k, v, mask, position_bias)  # (B, H, T, d_head), (B, H, T, Tk)
+            if trace is not None:
+                trace.append(AttentionTrace(queries=q, keys=k, values=v, weights=weights))
         else:
             out, weights = self._attend_fast(q, k, v, mask, position_bias), None  # (B, H, T, d_head)
-        return self.out_proj(merge_heads(out)), weights  # (B, T, C)
+        return self.out_proj(merge_heads(out)), weights if need_weights else None  # (B, T, C)
 
     def _attend_fast(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None) -> Tensor:
         """PyTorch's fused kernel; it takes a bool mask (True = may attend) or a float one added to the scores."""

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ._checks import check_choice, check_float, check_int, check_tensor
+from .config import NORMS
 
 
 class LayerNorm(nn.Module):
@@ -47,8 +48,6 @@ class RMSNorm(nn.Module):
         rms = torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + self.eps)  # (..., 1)
         return x / rms * self.weight
 
-
-NORMS = ("layernorm", "rmsnorm")
 
 
 def make_norm(kind: str, d_model: int, *, eps: float = 1e-5, bias: bool = True) -> nn.Module:

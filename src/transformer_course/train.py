@@ -61,9 +61,10 @@ def _progress_target() -> object:
 
 def train(
     model: nn.Module,
-    get_batch: Callable[[], tuple[Tensor, Tensor]],
+    get_batch: Callable[[], tuple[Tensor, Tensor]] | None = None,
     *,
     steps: int,
+    loss_step: Callable[[], Tensor] | None = None,
     lr: float = 3e-3,
     weight_decay: float = 0.0,
     grad_clip: float | None = 1.0,
@@ -74,9 +75,12 @@ def train(
 ) -> dict[str, list[float]]:
     """Train ``model`` for ``steps`` AdamW steps on batches ``get_batch() -> (inputs, targets)``.
 
-    ``device`` defaults to where the model is; batches are moved there. ``lr_schedule(step) -> float``,
-    where given, is the learning rate of step 0, 1, ..., ``steps - 1`` (a warm-up, say) in place of the
-    constant ``lr``. ``progress`` shows a text bar with the step count and the latest loss. The model
+    For a model that is not ``model(inputs) -> logits`` (two inputs, two losses, an extra term), pass
+    ``loss_step() -> loss`` instead of ``get_batch``: it draws its own batch and returns the loss of the
+    step; ``train`` does the rest (zero_grad, backward, clipping, step, schedule, bar, history).
+    ``device`` defaults to where the model is; batches from ``get_batch`` are moved there.
+    ``lr_schedule(step) -> float``, where given, is the learning rate of step 0, 1, ..., ``steps - 1``
+    (a warm-up, say) in place of the constant ``lr``. ``progress`` shows a text bar with the step count and the latest loss. The model
     is left in ``eval()`` mode. Returns ``{"loss": [loss of each step]}``.
 
     Example:
@@ -89,16 +93,23 @@ def train(
     """
     check_int("steps", steps)
     check_float("lr", lr, "(0, inf)")
+    if (get_batch is None) == (loss_step is None):
+        raise ValueError("give get_batch (for model(inputs) -> logits) or loss_step (() -> loss), got "
+                         + ("both" if loss_step is not None else "neither"))
     device = next(model.parameters()).device if device is None else torch.device(device)
     model.to(device).train()
+    if loss_step is None:
+        def loss_step() -> Tensor:
+            inputs, targets = (t.to(device) for t in get_batch())
+            return loss_fn(model(inputs), targets)
+
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     history: dict[str, list[float]] = {"loss": []}
     bar = trange(steps, disable=not progress, desc="train", file=_progress_target(), mininterval=0.5)
     for step in bar:
         if lr_schedule is not None:
             optimizer.param_groups[0]["lr"] = check_float("lr_schedule(step)", lr_schedule(step), "[0, inf)")
-        inputs, targets = (t.to(device) for t in get_batch())
-        loss = loss_fn(model(inputs), targets)
+        loss = loss_step()
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if grad_clip is not None:

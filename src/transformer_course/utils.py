@@ -93,3 +93,22 @@ def time_call(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> fl
         sync()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+LINEAR_OPS = ("aten.mm", "aten.addmm")  # what Linear layers run on 2-D inputs: the weights' products
+
+
+def flops_by_op(fn: Callable[[], object]) -> dict[str, int]:
+    """FLOPs of ``fn()`` per ATen operator, as PyTorch's ``FlopCounterMode`` counts them (matrix products:
+    2 per multiply-add; elementwise work is not counted). Runs under ``torch.no_grad()``, not
+    ``inference_mode`` (torch 2.2's counter sees nothing there); works on the ``meta`` device."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        fn()
+    return {str(op): int(n) for op, n in counter.get_flop_counts().get("Global", {}).items()}
+
+
+def count_flops(fn: Callable[[], object], ops: tuple[str, ...] | None = None) -> int:
+    """Total FLOPs of ``fn()`` (see ``flops_by_op``), or only those of ``ops``, e.g. ``LINEAR_OPS``."""
+    return sum(n for op, n in flops_by_op(fn).items() if ops is None or op in ops)
