@@ -29,8 +29,8 @@ def test_attention_weights_are_distributions(b, t_q, t_k, d_k, d_v, seed, masked
 
 
 @FAST
-@given(t=st.integers(2, 12), cut=st.integers(1, 11), positional=st.sampled_from(["learned", "sinusoidal", "rope", "alibi", "none"]),
-       seed=st.integers(0, 2**16))
+@given(t=st.integers(2, 12), cut=st.integers(1, 11),
+       positional=st.sampled_from(["learned", "sinusoidal", "rope", "alibi", "none"]), seed=st.integers(0, 2**16))
 def test_causal_model_never_looks_ahead(t, cut, positional, seed):
     cut = min(cut, t - 1)
     tc.set_seed(seed % 1000)
