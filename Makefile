@@ -1,6 +1,6 @@
 # The course's commands. Each one creates .venv and installs what it needs on first use.
 #   make book        build the book into _build/html (executes every chapter)
-#   make test        run every test (package, checkers, notebooks, exercise versions, strict Sphinx build)
+#   make test        ruff, then every test (package, checkers, notebooks, exercise versions, strict Sphinx build)
 #   make exercises   write the notebooks Colab and Jupyter open, in plain Markdown: exercises/ (solutions
 #                    stubbed) and colab/ (full chapters; the book's Colab button); never overwrites your edits
 #   make execute     re-run chapters and store their outputs (after editing a chapter)
@@ -34,6 +34,7 @@ book: $(STAMP)
 # with the stored outputs (what nbval would do, plus a second "Run All"); then nbval runs the chapters
 # once more on PyTorch's generic CPU kernels (another machine's summation order).
 test: $(STAMP)
+	$(BIN)/ruff check src tools tests
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests -n 2 --dist loadfile --durations=10
 	$(BIN)/python tools/portability.py --only default:1
 

@@ -211,7 +211,8 @@ def test_citations_become_author_year_links(tmp_path, myst, markdown):
     with pytest.raises(ValueError, match="no entry 'nobody1999'"):
         myst_to_markdown("{cite:p}`xiong2020layer,nobody1999`", ctx)
     bib.write_text(BIB.replace("Elhage, Nelson and others", "others"), encoding="utf-8")
-    with pytest.raises(ValueError, match="^refs.bib: entry 'olsson2022context': list at least two names before `and others`$"):
+    with pytest.raises(ValueError, match="^refs.bib: entry 'olsson2022context': "
+                                         "list at least two names before `and others`$"):
         read_bibliography(bib)
 
 

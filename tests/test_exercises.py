@@ -133,7 +133,8 @@ def test_inf_and_huge_numbers_are_described_in_words():
     assert "e+" not in huge and "1.5×10^308" in huge and "极大" in huge
     inf = TOY.evaluate(lambda x: 2 * x + math.inf).message
     assert "出现了 inf" in inf
-    assert _number(1.5e308) == "1.5×10^308" and _number(3.2e-7) == "3.2×10^-7" and _number(131072.0) == "131072" and _number(0.12346) == "0.1235"
+    assert (_number(1.5e308) == "1.5×10^308" and _number(3.2e-7) == "3.2×10^-7" and _number(131072.0) == "131072"
+            and _number(0.12346) == "0.1235")
 
 
 def test_keyboard_interrupt_is_left_alone():

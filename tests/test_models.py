@@ -19,7 +19,8 @@ def hf_gpt2():
 
     torch.manual_seed(0)
     config = GPT2Config(
-        vocab_size=VOCAB, n_positions=MAX_LEN, n_embd=24, n_layer=2, n_head=3, n_inner=40, bos_token_id=0, eos_token_id=0
+        vocab_size=VOCAB, n_positions=MAX_LEN, n_embd=24, n_layer=2, n_head=3, n_inner=40,
+        bos_token_id=0, eos_token_id=0
     )
     model = GPT2LMHeadModel(config).eval()
     with torch.no_grad():  # HF starts biases at 0 and norms at 1: perturb them so that their mapping is tested

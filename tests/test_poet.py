@@ -40,7 +40,8 @@ def test_a_regular_line_has_clauses_of_five_or_seven_characters(line, ok):
 
 
 def test_format_score_is_the_share_of_regular_lines():
-    assert poet.format_score(["床前明月光，疑是地上霜。\n举头望明月，低头思故乡", "白日依山尽。"]) == pytest.approx(2 / 3)
+    assert poet.format_score(["床前明月光，疑是地上霜。\n举头望明月，低头思故乡",
+                              "白日依山尽。"]) == pytest.approx(2 / 3)
     assert poet.format_score([]) == 0.0
     regular = [p for p in load_poems("train") if poem_form(p) is not None]
     assert poet.format_score(p.text for p in regular) == 1.0  # the corpus's 五言/七言 poems

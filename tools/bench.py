@@ -368,11 +368,11 @@ def bench_book() -> dict:
 def machine(device: torch.device) -> dict:
     cpu = "unknown"
     if Path("/proc/cpuinfo").exists():
-        names = [l.split(":", 1)[1].strip() for l in Path("/proc/cpuinfo").read_text().splitlines()
-                 if l.startswith("model name")]
+        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")]
         cpu = names[0] if names else cpu
-    return {"cpu": cpu, "cores": os.cpu_count(), "threads": torch.get_num_threads(), "python": platform.python_version(),
-            "torch": torch.__version__, "device": device_name(device),
+    return {"cpu": cpu, "cores": os.cpu_count(), "threads": torch.get_num_threads(),
+            "python": platform.python_version(), "torch": torch.__version__, "device": device_name(device),
             "book_device": device_name(tc.get_device()), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 
 
@@ -406,7 +406,7 @@ def decode_lines(d: dict) -> list[str]:
 
 def markdown(results: dict) -> str:
     m = results["machine"]
-    lines = [f"# Benchmark results", "", f"Machine: {m['cpu']}, {m['cores']} cores, {m['threads']} torch threads; "
+    lines = ["# Benchmark results", "", f"Machine: {m['cpu']}, {m['cores']} cores, {m['threads']} torch threads; "
              f"Python {m['python']}, torch {m['torch']}; {m['date']}.", "",
              f"Device: {m['device']} (the book's chapters: {m['book_device']}, what `tc.get_device()` picks)."
              + (" On a GPU: `python tools/bench.py --device cuda --out bench/cuda`." if m["device"] == "cpu" else ""),
@@ -427,8 +427,9 @@ def markdown(results: dict) -> str:
     if "bandwidth" in results:
         b = results["bandwidth"]
         lines += ["## The memory-bandwidth bound", "",
-                  "Read bandwidth by kernel, timed in the GPT-2-small decode rounds: " + ", ".join(f"{kind} {rate / 1e9:.1f} GB/s" for kind, rate in
-                                                           b["bytes_per_s_by_kernel"].items()) + ".",
+                  "Read bandwidth by kernel, timed in the GPT-2-small decode rounds: "
+                  + ", ".join(f"{kind} {rate / 1e9:.1f} GB/s" for kind, rate in b["bytes_per_s_by_kernel"].items())
+                  + ".",
                   "",
                   f"At the fastest, {b['bytes_per_s'] / 1e9:.1f} GB/s, and {b['bytes_per_token'] / 1e6:.0f} MB read "
                   f"per decoded token (fp32 weights + the average cache), an fp32 decode can reach at most about "
@@ -437,9 +438,11 @@ def markdown(results: dict) -> str:
     if "cache" in results:
         cc = results["cache"]
         lines += ["## How the cache pays off with length (small model: "
-                  f"{cc['config']['n_layers']} layers, d_model {cc['config']['d_model']}, vocabulary {cc['config']['vocab_size']})",
+                  f"{cc['config']['n_layers']} layers, d_model {cc['config']['d_model']}, "
+                  f"vocabulary {cc['config']['vocab_size']})",
                   "", "| position | ms per step, cached | ms per step, uncached |", "| --- | --- | --- |"]
-        lines += [f"| {p} | {v['cached']:.2f} | {v['uncached']:.2f} |" for p, v in cc["ms_per_step_at_position"].items()]
+        lines += [f"| {p} | {v['cached']:.2f} | {v['uncached']:.2f} |"
+                  for p, v in cc["ms_per_step_at_position"].items()]
         lines += ["", "| new tokens | total s, cached | total s, uncached | speed-up |", "| --- | --- | --- | --- |"]
         lines += [f"| {n} | {v['cached']:.2f} | {v['uncached']:.2f} | {v['uncached'] / v['cached']:.1f}× |"
                   for n, v in cc["total_seconds"].items()]
@@ -447,7 +450,8 @@ def markdown(results: dict) -> str:
                   f"new tokens after a {cc['prompt_tokens']}-token prompt (a shorter run does the same steps).", ""]
     if "attention" in results:
         lines += ["## Attention: didactic vs `F.scaled_dot_product_attention` (1 × 12 heads × T × 64, causal)", "",
-                  "| T | didactic ms | SDPA ms | didactic extra peak MiB | SDPA extra peak MiB |", "| --- | --- | --- | --- | --- |"]
+                  "| T | didactic ms | SDPA ms | didactic extra peak MiB | SDPA extra peak MiB |",
+                  "| --- | --- | --- | --- | --- |"]
         lines += [f"| {T} | {r['didactic']['ms']:.2f} | {r['sdpa']['ms']:.2f} | {r['didactic']['peak_mib']:.0f} | "
                   f"{r['sdpa']['peak_mib']:.0f} |" for T, r in results["attention"].items()]
         what = ("the CUDA allocator's peak above what was allocated before" if m["device"].startswith("cuda")
@@ -471,7 +475,8 @@ def markdown(results: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
-    parser.add_argument("--only", choices=["decode", "train", "cache", "bandwidth", "attention", "book"], action="append")
+    parser.add_argument("--only", choices=["decode", "train", "cache", "bandwidth", "attention", "book"],
+                        action="append")
     parser.add_argument("--out", type=Path, default=ROOT / "bench")
     parser.add_argument("--device", default="cpu", help="cpu (the default: the figures issue 8 asks for) or cuda")
     args = parser.parse_args(argv)
@@ -493,7 +498,8 @@ def main(argv: list[str] | None = None) -> int:
         prompt, new, rounds = 32, 128, 5
         vocab = poet.CharVocab("".join(p.text for p in load_poems("train")))  # chapter 14's model and batch
         poet_config, poet_batch = tc.TransformerConfig(vocab_size=len(vocab), **poet.POET_SIZE), 32
-        lengths, positions, attn_lengths, bw_bytes = [64, 128, 256, 512], [32, 128, 256, 512], [128, 256, 512, 1024, 2048], 2**30
+        lengths, positions, attn_lengths, bw_bytes = ([64, 128, 256, 512], [32, 128, 256, 512],
+                                                      [128, 256, 512, 1024, 2048], 2**30)
     results: dict = {"machine": machine(device), "section_seconds": {}}
     started = time.perf_counter()
 
@@ -510,7 +516,8 @@ def main(argv: list[str] | None = None) -> int:
         del kernels  # frees the buffer
         print(f"decode: {results['decode']['tokens_per_s']}", flush=True)
         if "decode" in sections:
-            results["decode_narrow"] = bench_decode(narrow, prompt, new, rounds, device, uncached=False)  # the regime, briefly
+            results["decode_narrow"] = bench_decode(narrow, prompt, new, rounds, device,
+                                                    uncached=False)  # the regime, briefly
             print(f"decode, narrow: {results['decode_narrow']['tokens_per_s']}", flush=True)
         done("decode")
     if "bandwidth" in sections:
@@ -520,7 +527,8 @@ def main(argv: list[str] | None = None) -> int:
         cache_bytes = tc.kv_cache_bytes(gpt2, prompt + new // 2)  # the average cache read per token
         per_token = d["weight_bytes"] + cache_bytes
         bound = bw / per_token
-        results["bandwidth"] = {"bytes_per_s": bw, "bytes_per_s_by_kernel": rates, "bytes_per_token": per_token, "bound_tokens_per_s": bound,
+        results["bandwidth"] = {"bytes_per_s": bw, "bytes_per_s_by_kernel": rates, "bytes_per_token": per_token,
+                                "bound_tokens_per_s": bound,
                                 "fraction_of_bound": d["tokens_per_s"]["ours cached"] / bound}
         print(f"bandwidth: {bw / 1e9:.1f} GB/s, bound {bound:.1f} tokens/s", flush=True)
         done("bandwidth")

@@ -21,7 +21,8 @@ def execute(path: Path, timeout: int = 600) -> float:
     """Execute ``path`` in a fresh kernel (working directory: its folder), save it, return seconds."""
     nb = nbformat.read(path, as_version=4)
     start = time.perf_counter()
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
     seconds = time.perf_counter() - start
     nbformat.write(nb, path)
     return seconds

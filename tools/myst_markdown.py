@@ -371,7 +371,8 @@ def collect_labels(documents: dict[str, str]) -> dict[str, str]:
     """``{label: text}`` for the ``{ref}`` and ``{doc}`` targets of ``documents`` (``{stem: markdown}``).
 
     A ``(label)=`` line names the heading after it; an exercise's ``:label:`` names ``练习 N（title）``
-    (N: ``3.1`` in chapter ``03_…``, as the book numbers it; ``1`` elsewhere); ``doc:STEM`` names a document's first heading.
+    (N: ``3.1`` in chapter ``03_…``, as the book numbers it; ``1`` elsewhere); ``doc:STEM`` names a
+    document's first heading.
     """
     labels: dict[str, str] = {}
     for stem, text in documents.items():

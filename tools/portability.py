@@ -70,7 +70,8 @@ def environment(config: str) -> dict[str, str]:
         env.update(ATEN_CPU_CAPABILITY="default", MKL_CBWR="COMPATIBLE")
     elif path != "native":
         if path not in CAPABILITIES:
-            raise ValueError(f"kernel path must be native, mkl-compatible or one of {sorted(CAPABILITIES)}, got {path!r}")
+            raise ValueError(f"kernel path must be native, mkl-compatible or one of {sorted(CAPABILITIES)}, "
+                             f"got {path!r}")
         env["ATEN_CPU_CAPABILITY"] = path
     return env
 

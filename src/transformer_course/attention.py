@@ -85,7 +85,8 @@ def causal_mask(t_q: int, t_k: int | None = None, device: torch.device | str | N
 def padding_mask(lengths: Tensor, t_k: int) -> Tensor:
     """Boolean ``(B, 1, 1, Tk)`` mask: key j of sequence b is real iff ``j < lengths[b]``."""
     if not isinstance(lengths, Tensor) or lengths.dim() != 1 or lengths.is_floating_point():
-        got = f"shape {tuple(lengths.shape)}, dtype {lengths.dtype}" if isinstance(lengths, Tensor) else type(lengths).__name__
+        got = (f"shape {tuple(lengths.shape)}, dtype {lengths.dtype}" if isinstance(lengths, Tensor)
+               else type(lengths).__name__)
         raise ValueError(f"lengths must be a 1-D integer tensor (B,), got {got}")
     check_int("t_k", t_k)
     positions = torch.arange(t_k, device=lengths.device)  # (Tk,)

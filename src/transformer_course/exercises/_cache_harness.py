@@ -159,7 +159,8 @@ class _Watched:
     def layer(self, i: int) -> _WatchedLayer:
         obj = self.call(self.cache.layer, i)
         if not callable(getattr(obj, "update", None)):
-            raise CacheError(f"{self.label}layer({i}) 应返回一个有 update(k, v) 方法的对象，你的返回了 {_returned(obj)}")
+            raise CacheError(f"{self.label}layer({i}) 应返回一个有 update(k, v) 方法的对象，"
+                             f"你的返回了 {_returned(obj)}")
         self.state.add(type(obj))
         return _WatchedLayer(self, i, obj)
 
@@ -202,7 +203,8 @@ class _WatchedLayer:
             grows = f > 0 and o.caps[f] != o.caps[f - 1]  # the statement's rule: new buffers in this forward
             if moved and not grows:
                 raise CacheError(f"{where} 返回的 {name} 换了一块新内存（存储的 data_ptr 变了），可 pos + T_new = "
-                                 f"{end} 没有超过容量 {o.caps[f]}：装得下时要原地写进原来的缓冲区，返回它的切片（视图）")
+                                 f"{end} 没有超过容量 {o.caps[f]}：装得下时要原地写进原来的缓冲区，"
+                                 "返回它的切片（视图）")
             if grows and not moved:
                 raise CacheError(f"{where}：pos + T_new = {end} 超过了容量 {o.caps[f - 1]}，应换成容量为 {o.caps[f]} "
                                  f"的新缓冲区（翻倍到装得下，历史复制一次），你返回的 {name} 却还在原来的内存里")

@@ -116,7 +116,8 @@ class Exercise:
     def evaluate(self, fn: Any) -> Verdict:
         """Run ``fn`` on every case and return a pass, or the one-line verdict on what is wrong."""
         if not callable(fn):
-            return Verdict(False, f"{self.name}：请传入你写的函数本身（不要加括号调用它），收到的是 {type(fn).__name__}。")
+            return Verdict(False, f"{self.name}：请传入你写的函数本身（不要加括号调用它），"
+                                  f"收到的是 {type(fn).__name__}。")
         cases = self.cases()
         outcomes: list[_Outcome] = []
         for i, case in enumerate(cases, start=1):
@@ -190,7 +191,8 @@ class Exercise:
             if not isinstance(before, torch.Tensor):
                 continue
             if not _unchanged(before, after):
-                return "你的函数修改了传入的张量（原地操作，如 +=、masked_fill_、x[...] = ...）；请不要改动输入，需要时先 clone()。"
+                return ("你的函数修改了传入的张量（原地操作，如 +=、masked_fill_、x[...] = ...）；"
+                        "请不要改动输入，需要时先 clone()。")
             if (after.requires_grad and not before.requires_grad) or after.grad is not None:
                 return (f"你的函数给传入的第 {k} 个参数打开了 requires_grad（或留下了 .grad），调用者的张量被改动了："
                         "需要求导时先复制一份，x = x.clone().requires_grad_()。")
@@ -243,7 +245,8 @@ class Exercise:
 
     def _stale(self, cases: list[Case], refs: list[Any], outcomes: list[_Outcome],
                problems: list[str | None]) -> str | None:
-        """A wrong answer that repeats an earlier right one, where the right answers differ: state kept between calls."""
+        """A wrong answer that repeats an earlier right one, where the right answers differ: state kept
+        between calls."""
         for i, (case, got) in enumerate(zip(cases, outcomes)):
             if problems[i] is None or got.error is not None:
                 continue

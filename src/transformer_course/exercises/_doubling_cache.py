@@ -83,8 +83,9 @@ DOUBLING = Exercise(
         Mistake("每次前向返回的 k_all 都换了一块新内存：torch.cat（或 clone()、contiguous()）每一步都把全部历史搬一遍，"
                 "这正是 11.2 节的 GrowingCache。请在缓冲区里原地写入 [pos, pos + T_new)，返回它前 pos + T_new 个位置的"
                 "切片（视图，不复制），只在装不下时才换缓冲区。", _as_function(_with_layers(_Catting))),
-        Mistake("容量装不下时要翻倍（capacity *= 2），你每次只加了一个初始容量：那样生成 n 个 token 要换约 n / capacity "
-                "次缓冲区，翻倍只要约 log₂(n / capacity) 次。", _as_function(_with_layers(_GrowingByCapacity))),
+        Mistake("容量装不下时要翻倍（capacity *= 2），你每次只加了一个初始容量：那样生成 n 个 token 要换约 "
+                "n / capacity 次缓冲区，翻倍只要约 log₂(n / capacity) 次。",
+                _as_function(_with_layers(_GrowingByCapacity))),
         Mistake("一次送入的位置可能多到要连续翻倍不止一次（pos + T_new 超过容量的两倍）：要用 while 循环翻倍，"
                 "直到装得下，而不是只翻倍一次（if）。", _as_function(_with_layers(_DoublingOnce))),
         Mistake("换缓冲区时忘了复制历史：新缓冲区的前 pos 个位置要先从旧缓冲区复制过来"
@@ -95,8 +96,8 @@ DOUBLING = Exercise(
                 _as_function(_with_layers(_WritingAtZero))),
         Mistake("pos 前进得太多：update 每一层都会调用一次，pos 只应在 advance(n) 里前进（模型在所有层都写完之后"
                 "调用一次 advance）。", _as_function(_PosInUpdate)),
-        Mistake("所有层共用了同一个缓存对象：每一层要有自己的 K/V。[x] * n_layers 得到的是同一个对象的 n_layers 个引用，"
-                "要用 [Layer(...) for _ in range(n_layers)]。", _as_function(_OneLayerForAll)),
+        Mistake("所有层共用了同一个缓存对象：每一层要有自己的 K/V。[x] * n_layers 得到的是同一个对象的 n_layers "
+                "个引用，要用 [Layer(...) for _ in range(n_layers)]。", _as_function(_OneLayerForAll)),
         Mistake("不同的缓存实例共用了同一份 K/V：类体里（方法之外）写的列表、字典（如 layers = []）是类属性，"
                 "可变的默认参数也一样，所有实例共用一份；请在 __init__ 里为每个实例新建（self.layers = [...]）。",
                 _as_function(_class_attribute)),
@@ -104,8 +105,8 @@ DOUBLING = Exercise(
                 _as_function(_with_layers(_ReturningNew))),
         Mistake("pos 没有前进：advance(n) 要把 pos 加上 n，否则下一次前向的新 token 会被当成从位置 0 开始。",
                 _as_function(_NoAdvance)),
-        Mistake("advance(n) 要让 pos 前进 n（这次前向送入的 token 数），你每次只加了 1：prefill 和分块送入时 n 大于 1。",
-                _as_function(_AdvanceByOne)),
+        Mistake("advance(n) 要让 pos 前进 n（这次前向送入的 token 数），你每次只加了 1："
+                "prefill 和分块送入时 n 大于 1。", _as_function(_AdvanceByOne)),
         Mistake("advance(n) 要把 n 加到 pos 上（self.pos += n），你把 pos 设成了 n。", _as_function(_PosSetToN)),
         Mistake("update 应按 (k_all, v_all) 的顺序返回，你把 K 和 V 对调了。",
                 _as_function(_with_layers(_SwappingKV))),

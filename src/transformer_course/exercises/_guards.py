@@ -174,8 +174,8 @@ def _global_side_effect(grad_changed: bool, dtype_changed: bool, default_dtype: 
         return (f"你的函数改动了全局的默认 dtype（torch.set_default_dtype），检查器已把它恢复为 {default_dtype}："
                 "需要别的精度时，请对单个张量用 .double() 或 dtype= 参数。")
     if grad_changed:
-        return ("你的函数关掉了全局的梯度计算（torch.set_grad_enabled(False)，或没有配合 with 使用的 torch.no_grad()），"
-                "检查器已把它恢复：请用 with torch.no_grad(): 只包住需要的那几行。")
+        return ("你的函数关掉了全局的梯度计算（torch.set_grad_enabled(False)，或没有配合 with 使用的 "
+                "torch.no_grad()），检查器已把它恢复：请用 with torch.no_grad(): 只包住需要的那几行。")
     return None
 
 

@@ -218,8 +218,8 @@ GENERATE = _GenerationExercise(
                 _crop_one_less),
         Mistake("留下的是最早的 window 个 token：滑动窗口要丢掉开头、保留最近的 token，是 tokens[:, -window:]，"
                 "不是 tokens[:, :window]。", _first_window),
-        Mistake("只在循环之前截了一次：生成的 token 让上下文每一步变长一个，所以每一步都要重新截取最后 window 个 token。",
-                _crop_once),
+        Mistake("只在循环之前截了一次：生成的 token 让上下文每一步变长一个，"
+                "所以每一步都要重新截取最后 window 个 token。", _crop_once),
         Mistake("序列填满窗口就停下了：那是 12.1 节 generate_within_window 的做法；这里要生成满 n_new 个 token，"
                 "窗口满了就丢掉最早的 token，继续生成。", _stop_at_window),
         Mistake("用错了位置：下一个 token 的预测在最后一个位置的 logits 上（logits[:, -1]），你用的是位置 0。",

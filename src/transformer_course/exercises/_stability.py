@@ -6,7 +6,8 @@ import torch
 from torch import Tensor
 
 LARGE_ATOL = 2e-3  # scores in the hundreds: float32 rounds them to ~1e-5, and softmax passes that on
-LARGE_NOTE = "这一组的分数很大（数百）：直接对分数取 exp 会溢出成 inf，softmax 要先减去每行的最大值（torch.softmax 会替你做）"
+LARGE_NOTE = ("这一组的分数很大（数百）：直接对分数取 exp 会溢出成 inf，"
+              "softmax 要先减去每行的最大值（torch.softmax 会替你做）")
 NAIVE_HINT = ("数值不稳定：分数很大时 exp(scores) 溢出成 inf，inf / inf = NaN。softmax 要先减去每行的最大值，"
               "exp(s − max) / Σ exp(s − max)，或直接用 torch.softmax。")
 
@@ -14,8 +15,8 @@ BIG_LOGITS_NOTE = ("这一组的 logits 在数千的量级：先 softmax 再取 
                    "直接 exp 会溢出成 inf；要用 log_softmax（或 F.cross_entropy）")
 LOG_OF_SOFTMAX_HINT = ("数值不稳定：logits 很大时 softmax 会把目标的概率下溢成 0，log(0) = −inf，损失成了 inf。"
                        "用 torch.log_softmax（或 F.cross_entropy）直接求对数概率。")
-NAIVE_LSE_HINT = ("数值不稳定：log Σ exp(z) 里的 exp(z) 在 logits 很大时溢出成 inf。先减去最大值：m + log Σ exp(z − m)，"
-                  "或直接用 torch.logsumexp / torch.log_softmax。")
+NAIVE_LSE_HINT = ("数值不稳定：log Σ exp(z) 里的 exp(z) 在 logits 很大时溢出成 inf。"
+                  "先减去最大值：m + log Σ exp(z − m)，或直接用 torch.logsumexp / torch.log_softmax。")
 
 
 def naive_softmax(scores: Tensor, dim: int = -1) -> Tensor:

@@ -146,13 +146,15 @@ def _compare_unsafe(got: Any, expected: Any, atol: float, dtype: torch.dtype | N
         return f"dtype 应为 {dtype}（题目要求），实际是 {got.dtype}。"
     if not expected.is_floating_point():  # token ids, counts: exactly equal
         wrong = got.long() != expected.long()
-        return None if not wrong.any() else _where(wrong, got, expected, "有元素取值不对（整数结果应与参考答案完全相同）")
+        return None if not wrong.any() else _where(wrong, got, expected,
+                                                   "有元素取值不对（整数结果应与参考答案完全相同）")
     g, e = got.double(), expected.double()
     g_nan, e_nan = torch.isnan(g), torch.isnan(e)
     if (g_nan & ~e_nan).any():
         flat = int((g_nan & ~e_nan).flatten().nonzero()[0])
         return (f"输出中出现了 NaN（共 {int((g_nan & ~e_nan).sum())} 个，第一个在下标 {_index(flat, g.shape)}，"
-                f"那里应是 {_number(float(e.flatten()[flat]))}）——检查是否对整行 -inf 做了 softmax、除以了 0，或 exp/log 溢出。")
+                f"那里应是 {_number(float(e.flatten()[flat]))}）——"
+                "检查是否对整行 -inf 做了 softmax、除以了 0，或 exp/log 溢出。")
     with torch.no_grad():
         close = (g == e) | ((g - e).abs() <= atol) | (g_nan & e_nan)
     if bool(close.all()):

@@ -60,7 +60,8 @@ PAIR_COUNTS = Exercise(
                 lambda ids, v: _pair_counts(ids, v, step=2)),
         Mistake("多数了一对：最后一个 token 后面没有东西，不能和第一个 token 配对（torch.roll 会绕回开头）。",
                 lambda ids, v: _pair_counts(ids, v, wrap=True)),
-        Mistake("漏了最后一对：N 个 token 有 N−1 个相邻对（循环是 range(len(ids) - 1)），最后一对 (ids[-2], ids[-1]) 也要数。",
+        Mistake("漏了最后一对：N 个 token 有 N−1 个相邻对（循环是 range(len(ids) - 1)），"
+                "最后一对 (ids[-2], ids[-1]) 也要数。",
                 lambda ids, v: _pair_counts(ids, v, drop_last=True)),
     ),
 )

@@ -127,20 +127,23 @@ CAUSAL = Exercise(
     reference=_causal_reference,
     make_cases=_causal_cases,
     mistakes=(
-        Mistake("掩码加在了 softmax 之后：未来位置的权重虽被乘成 0，但 softmax 的分母里仍有未来位置的分数，输出会随未来的 token 变化"
-                "（因果性被破坏），每行权重之和也不再是 1。应在 softmax 之前把未来位置的分数设为 -inf。",
+        Mistake("掩码加在了 softmax 之后：未来位置的权重虽被乘成 0，但 softmax 的分母里仍有未来位置的分数，"
+                "输出会随未来的 token 变化（因果性被破坏），每行权重之和也不再是 1。"
+                "应在 softmax 之前把未来位置的分数设为 -inf。",
                 lambda q, k, v: _weighted(torch.softmax(_scores(q, k, q.shape[-1] ** -0.5), -1) * _tri(q, 0), v)),
         Mistake("被遮住的分数应设为 -inf，而不是 0：e^0 = 1，未来位置仍然分到了权重。",
                 lambda q, k, v: _weighted(torch.softmax(_masked_scores(q, k, _tri(q, 0), 0.0), -1), v)),
         Mistake("掩码方向反了：query i 只能看 j ≤ i（下三角，torch.tril），你保留的是上三角（未来）。",
-                lambda q, k, v: _weighted(torch.softmax(_masked_scores(q, k, _tri(q, 0, upper=True), float("-inf")), -1), v)),
+                lambda q, k, v: _weighted(
+                    torch.softmax(_masked_scores(q, k, _tri(q, 0, upper=True), float("-inf")), -1), v)),
         Mistake("对角线也应保留：每个位置可以关注它自己（j = i），请用 tril(diagonal=0)。",
                 lambda q, k, v: _weighted(torch.softmax(_masked_scores(q, k, _tri(q, -1), float("-inf")), -1), v)),
         Mistake("缺少缩放：softmax 之前要把分数除以 √d_k。",
                 lambda q, k, v: _weighted(torch.softmax(_masked_scores(q, k, _tri(q, 0), float("-inf"), 1.0), -1), v)),
         Mistake("掩码多放进了一个位置：tril(diagonal=1) 让 query i 看到了下一个 token i+1；应是 tril(diagonal=0)。",
                 lambda q, k, v: _weighted(torch.softmax(_masked_scores(q, k, _tri(q, 1), float("-inf")), -1), v)),
-        Mistake(NAIVE_HINT, lambda q, k, v: _weighted(naive_softmax(_masked_scores(q, k, _tri(q, 0), float("-inf"))), v)),
+        Mistake(NAIVE_HINT,
+                lambda q, k, v: _weighted(naive_softmax(_masked_scores(q, k, _tri(q, 0), float("-inf"))), v)),
     ),
     forbidden=(
         Forbidden("本题要求自己构造因果掩码（torch.tril）并写出注意力，不要调用 F.scaled_dot_product_attention",

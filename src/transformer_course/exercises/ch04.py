@@ -59,7 +59,8 @@ JACOBIAN = Exercise(
     forbidden=(
         Forbidden("本题要求不用循环：用广播（p[:, :, None] * p[:, None, :]）和 torch.diag_embed 一次算出整批",
                   loops=True, example=_jacobian_loop),
-        Forbidden("本题要求按公式 J = diag(p) − p pᵀ 直接计算，不要调用 autograd（torch.autograd.functional.jacobian 等）",
+        Forbidden("本题要求按公式 J = diag(p) − p pᵀ 直接计算，"
+                  "不要调用 autograd（torch.autograd.functional.jacobian 等）",
                   functions=AUTOGRAD, example=_jacobian_autograd),
     ),
 )
@@ -96,7 +97,8 @@ BACKWARD = Exercise(
     reference=_backward_reference,
     make_cases=_backward_cases,
     mistakes=(
-        Mistake("漏了 −⟨g, p⟩ 这一项：softmax 的输出要归一化，一个 p 变大，其余的 p 必然变小，梯度里要减去 g 与 p 的内积。",
+        Mistake("漏了 −⟨g, p⟩ 这一项：softmax 的输出要归一化，一个 p 变大，其余的 p 必然变小，"
+                "梯度里要减去 g 与 p 的内积。",
                 lambda s, g: torch.softmax(s, -1) * g),
         Mistake("只用了 Jacobian 的对角线 p(1−p)：非对角线 −p_i·p_j 同样贡献梯度，正确结果是 p ⊙ (g − ⟨g, p⟩)。",
                 lambda s, g: (lambda p: p * (1 - p) * g)(torch.softmax(s, -1))),

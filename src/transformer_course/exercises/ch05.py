@@ -70,9 +70,11 @@ SPLIT = Exercise(
     reference=split_heads,
     make_cases=_split_cases,
     mistakes=(
-        Mistake("直接 view 成 (B, H, T, d_head) 会把不同 token 的特征混进同一个头：先 view 成 (B, T, H, d_head)，再交换 T 和 H 两个轴（transpose(1, 2)）。",
+        Mistake("直接 view 成 (B, H, T, d_head) 会把不同 token 的特征混进同一个头：先 view 成 (B, T, H, d_head)，"
+                "再交换 T 和 H 两个轴（transpose(1, 2)）。",
                 _split_view),
-        Mistake("头拿到的特征是交错的（第 h 个头拿了第 h、h+H、h+2H… 个特征）：应 view 成 (B, T, H, d_head)，让每个头拿连续的一段。",
+        Mistake("头拿到的特征是交错的（第 h 个头拿了第 h、h+H、h+2H… 个特征）：应 view 成 (B, T, H, d_head)，"
+                "让每个头拿连续的一段。",
                 _split_interleaved),
         Mistake("先转置再 reshape 会打乱 token 与特征的对应：应先 view 成 (B, T, H, d_head)，再 transpose(1, 2)。",
                 _split_transposed_first),
@@ -127,7 +129,8 @@ MHA = Exercise(
                 lambda x, w, o, h: _mha(x, w, o, h, project=False)),
         Mistake("缩放因子要用每个头的维度：除以 √d_head（= √(C/H)），而不是 √C。",
                 lambda x, w, o, h: _mha(x, w, o, h, scale=x.shape[-1] ** -0.5)),
-        Mistake("切分头时不能直接 view 成 (B, H, T, d_head)：先 view 成 (B, T, H, d_head) 再 transpose(1, 2)，拼接时反过来。",
+        Mistake("切分头时不能直接 view 成 (B, H, T, d_head)：先 view 成 (B, T, H, d_head) 再 transpose(1, 2)，"
+                "拼接时反过来。",
                 lambda x, w, o, h: _mha(x, w, o, h, split=_split_view, merge=_merge_view)),
         Mistake("每个头应拿连续的 d_head 个特征，你的切分是交错的（view 成 (B, T, d_head, H) 了）。",
                 lambda x, w, o, h: _mha(x, w, o, h, split=_split_interleaved, merge=_merge_interleaved)),
@@ -140,7 +143,8 @@ MHA = Exercise(
     forbidden=(
         Forbidden("本题要求只用 torch 的基本运算（可以用你自己写的 my_split_heads），不要调用课程包（tc.*）",
                   course=True, example=lambda x, w, o, h: course.merge_heads(_heads(x, w, h, course.split_heads)) @ o),
-        Forbidden("本题要求只用 torch 的基本运算写出多头注意力，不要调用 F.scaled_dot_product_attention 或 nn.MultiheadAttention",
+        Forbidden("本题要求只用 torch 的基本运算写出多头注意力，"
+                  "不要调用 F.scaled_dot_product_attention 或 nn.MultiheadAttention",
                   functions=(F.scaled_dot_product_attention, F.multi_head_attention_forward),
                   example=lambda x, w, o, h: merge_heads(_heads(x, w, h, split_heads, fused=True)) @ o),
     ),

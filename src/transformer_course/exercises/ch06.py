@@ -72,13 +72,15 @@ SINUSOIDAL = Exercise(
     mistakes=(
         Mistake("sin 与 cos 放反了：偶数维（0, 2, 4, …）是 sin，奇数维是 cos。",
                 lambda p, d: _sinusoidal(p, d, _freq(d), swap=True)),
-        Mistake("排列方式不对：sin 和 cos 应交错排列（sin, cos, sin, cos, …），你把所有 sin 放在前半、所有 cos 放在后半。",
+        Mistake("排列方式不对：sin 和 cos 应交错排列（sin, cos, sin, cos, …），"
+                "你把所有 sin 放在前半、所有 cos 放在后半。",
                 lambda p, d: _sinusoidal(p, d, _freq(d), halves=True)),
         Mistake("频率的指数不对：第 i 对（维度 2i 和 2i+1）的频率是 1/10000^(2i/d)，你用的是 1/10000^(i/d)。",
                 lambda p, d: _sinusoidal(p, d, _freq(d, exponent_step=1))),
         Mistake("频率写反了：应除以 10000^(2i/d)（越往后的维度转得越慢），你乘上了它。",
                 lambda p, d: _sinusoidal(p, d, _freq(d, sign=1.0))),
-        Mistake("用了 0..T-1 而不是传入的 positions：位置不一定从 0 开始，也不一定连续（例如有 KV cache 时从 cache.pos 开始）。",
+        Mistake("用了 0..T-1 而不是传入的 positions：位置不一定从 0 开始，"
+                "也不一定连续（例如有 KV cache 时从 cache.pos 开始）。",
                 lambda p, d: _sinusoidal(torch.arange(len(p)), d, _freq(d))),
         Mistake("底数差了一：ω_i = 1/10000^(2i/d)，底数是 10000，你的结果像是用了 10001。",
                 lambda p, d: _sinusoidal(p, d, _freq(d, base=10001.0))),

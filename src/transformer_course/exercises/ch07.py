@@ -53,7 +53,8 @@ FFN = Exercise(
                 lambda x, w1, b1, w2, b2: _ffn(x, w1, None, w2, b2)),
         Mistake("忘了第二层的偏置 b2：输出是 GELU(x @ w1 + b1) @ w2 + b2。",
                 lambda x, w1, b1, w2, b2: _ffn(x, w1, b1, w2, None)),
-        Mistake("GELU 用了 sigmoid 近似 x·σ(1.702x)；本题要求精确版本 F.gelu(h)（x·Φ(x)，Φ 是标准正态分布的累积分布函数）。",
+        Mistake("GELU 用了 sigmoid 近似 x·σ(1.702x)；"
+                "本题要求精确版本 F.gelu(h)（x·Φ(x)，Φ 是标准正态分布的累积分布函数）。",
                 lambda x, w1, b1, w2, b2: _ffn(x, w1, b1, w2, b2, act=lambda h: h * torch.sigmoid(1.702 * h))),
     ),
 )

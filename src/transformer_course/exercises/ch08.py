@@ -68,9 +68,11 @@ LAYER_NORM = Exercise(
     reference=_layer_norm_reference,
     make_cases=_layer_norm_cases,
     mistakes=(
-        Mistake("方差用了无偏估计（除以 C−1，x.var() 的默认值）；LayerNorm 用有偏方差：x.var(dim=-1, unbiased=False)。",
+        Mistake("方差用了无偏估计（除以 C−1，x.var() 的默认值）；"
+                "LayerNorm 用有偏方差：x.var(dim=-1, unbiased=False)。",
                 lambda x, w, b, eps: _ln(x, w, b, eps, unbiased=True)),
-        Mistake("统计量算错了维度：LayerNorm 对每个 token 自己的 C 个特征（最后一维，dim=-1）求均值和方差，不跨 token。",
+        Mistake("统计量算错了维度：LayerNorm 对每个 token 自己的 C 个特征（最后一维，dim=-1）求均值和方差，"
+                "不跨 token。",
                 lambda x, w, b, eps: _ln(x, w, b, eps, dim=-2)),
         Mistake("eps 应加在根号里面：sqrt(var + eps)，而不是 sqrt(var) + eps。",
                 lambda x, w, b, eps: _ln(x, w, b, eps, eps_inside=False)),
@@ -80,12 +82,14 @@ LAYER_NORM = Exercise(
                 lambda x, w, b, eps: _ln(x, torch.ones_like(w), torch.zeros_like(b), eps)),
         Mistake("顺序不对：应先乘 weight 再加 bias（x̂ · γ + β），你算的是 (x̂ + β) · γ。",
                 lambda x, w, b, eps: (_ln(x, torch.ones_like(w), torch.zeros_like(b), eps) + b) * w),
-        Mistake("数值不稳定：均值很大（约 1e4）而波动很小时，E[x²] − E[x]² 是两个约 1e8 的数相减，float32 在那里的间隔是 8，"
-                "方差只剩噪声（甚至成了负数）。先减去均值再平方：((x − μ)²).mean()，或 x.var(unbiased=False)。",
+        Mistake("数值不稳定：均值很大（约 1e4）而波动很小时，E[x²] − E[x]² 是两个约 1e8 的数相减，"
+                "float32 在那里的间隔是 8，方差只剩噪声（甚至成了负数）。"
+                "先减去均值再平方：((x − μ)²).mean()，或 x.var(unbiased=False)。",
                 _naive_ln),
     ),
     forbidden=(
-        Forbidden("本题要求用 mean、var、sqrt 等基本运算手写 LayerNorm，不要调用 torch.nn.functional.layer_norm（或 nn.LayerNorm）",
+        Forbidden("本题要求用 mean、var、sqrt 等基本运算手写 LayerNorm，"
+                  "不要调用 torch.nn.functional.layer_norm（或 nn.LayerNorm）",
                   functions=(F.layer_norm, torch.layer_norm, torch.native_layer_norm, F.group_norm, F.instance_norm),
                   example=lambda x, w, b, eps: F.layer_norm(x, (x.shape[-1],), w, b, eps)),
         Forbidden("本题要求手写 LayerNorm，不要调用课程包（tc.LayerNorm）",

@@ -73,7 +73,8 @@ PREFIX_LM = Exercise(
         Mistake("掩码加在了 softmax 之后：被遮住的权重归零了，但每行之和不再是 1。应在 softmax 之前把分数设为 -inf。",
                 _mask_after_softmax),
         Mistake("前缀少了一个位置：前缀是位置 0 … prefix_len-1（条件 j < prefix_len），你只放开了 j < prefix_len − 1。",
-                lambda q, k, v, p: scaled_dot_product_attention(q, k, v, mask=_prefix_mask(q.shape[-2], max(p - 1, 0)))),
+                lambda q, k, v, p: scaled_dot_product_attention(q, k, v,
+                                                                mask=_prefix_mask(q.shape[-2], max(p - 1, 0)))),
         Mistake(NAIVE_HINT, _naive_prefix),
     ),
 )
@@ -192,7 +193,8 @@ SIMILARITY = Exercise(
     mistakes=(
         Mistake("平均时把 padding 也算进去了：只对每条序列的前 lengths[b] 个真实位置取平均。",
                 lambda h, n: _with_cosine(h.mean(1))),
-        Mistake("padding 要按每条序列自己的长度去掉：第 b 条只平均前 lengths[b] 个位置；你只截到了整批最长的 lengths.max()。",
+        Mistake("padding 要按每条序列自己的长度去掉：第 b 条只平均前 lengths[b] 个位置；"
+                "你只截到了整批最长的 lengths.max()。",
                 lambda h, n: _with_cosine(h[:, : int(n.max())].mean(1))),
         Mistake("分母不对：padding 已经去掉了，但平均时要除以这条序列真实 token 的个数 lengths[b]，而不是序列长度 T。"
                 "（余弦相似度不在乎句向量的长度，所以 sims 看不出这个错，pooled 却只有正确值的 lengths[b] / T。）",

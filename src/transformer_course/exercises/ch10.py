@@ -16,6 +16,7 @@ from torch import Tensor
 
 from ..generate import top_k_filter as course_top_k_filter
 from ..generate import top_p_filter
+from ._beam_search import BEAM  # 练习 4, beam search: its own module
 from ._core import Case, Exercise, Forbidden, Mistake
 from ._stability import (BIG_LOGITS_NOTE, LARGE_ATOL, LOG_OF_SOFTMAX_HINT, NAIVE_HINT, NAIVE_LSE_HINT,
                          naive_log_softmax, naive_softmax, overflowing_log_softmax)
@@ -25,9 +26,6 @@ NEG_INF = float("-inf")
 
 def _logits(g: torch.Generator, rows: int, vocab: int) -> Tensor:
     return 2.0 * torch.randn(rows, vocab, generator=g)  # spread out, like a trained model's
-
-
-from ._beam_search import BEAM  # 练习 4, beam search: its own module
 
 
 # ---- 练习 1: top-k ---------------------------------------------------------------------------
@@ -61,7 +59,8 @@ TOP_K = Exercise(
                 lambda z, k: z.masked_fill(z < _kth_largest(z, k), 0.0)),
         Mistake("留下的是最小的 k 个：top-k 要保留 logit 最大的 k 个（topk 默认 largest=True）。",
                 lambda z, k: z.masked_fill(z > z.topk(k, dim=-1, largest=False).values[..., -1:], NEG_INF)),
-        Mistake("少留了一个：第 k 大的 logit 本身也要保留，比较时应去掉「小于」第 k 大的值（<），而不是「小于等于」（<=）。",
+        Mistake("少留了一个：第 k 大的 logit 本身也要保留，"
+                "比较时应去掉「小于」第 k 大的值（<），而不是「小于等于」（<=）。",
                 lambda z, k: z.masked_fill(z <= _kth_largest(z, k), NEG_INF)),
         Mistake("应返回过滤后的 logits（被去掉的位置是 -inf），而不是 softmax 之后的概率。",
                 lambda z, k: top_k_filter(z, k).softmax(dim=-1)),

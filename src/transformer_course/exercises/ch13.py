@@ -69,7 +69,8 @@ class Review:
     def evaluate(self, fn: Any) -> Verdict:
         """Call ``fn()``, validate the answers and grade them; never raises (except KeyboardInterrupt)."""
         if not callable(fn):
-            return Verdict(False, f"{self.name}：请传入你写的函数本身（不要加括号调用它），收到的是 {type(fn).__name__}。")
+            return Verdict(False, f"{self.name}：请传入你写的函数本身（不要加括号调用它），"
+                                  f"收到的是 {type(fn).__name__}。")
         default_dtype, grad = torch.get_default_dtype(), torch.is_grad_enabled()
         answers, error, timer = None, None, _Timer()
         try:
@@ -86,14 +87,16 @@ class Review:
             torch.set_default_dtype(default_dtype)
             torch.set_grad_enabled(grad)
         if changed:
-            return Verdict(False, f"{self.name}：你的函数改动了 torch 的全局设置（默认 dtype 或梯度开关），检查器已把它恢复；"
-                                  "这里只需要返回答案字典。")
+            return Verdict(False, f"{self.name}：你的函数改动了 torch 的全局设置（默认 dtype 或梯度开关），"
+                                  "检查器已把它恢复；这里只需要返回答案字典。")
         if isinstance(error, NotImplementedError):
-            return Verdict(False, f"{self.name}：{NOT_DONE}——把 NotImplementedError 那一行换成 return {{题号: 选项字母, ...}}，再运行本单元。")
+            return Verdict(False, f"{self.name}：{NOT_DONE}——"
+                                  "把 NotImplementedError 那一行换成 return {题号: 选项字母, ...}，再运行本单元。")
         if timer.fired:
             return Verdict(False, f"{self.name}：你的函数运行超过 5 秒，可能有死循环（超时无法被 try/except 吞掉）。")
         if isinstance(error, SystemExit):
-            return Verdict(False, f"{self.name}：你的函数调用了 exit()（抛出了 SystemExit）：请删掉它，用 return 返回答案。")
+            return Verdict(False, f"{self.name}：你的函数调用了 exit()（抛出了 SystemExit）："
+                                  "请删掉它，用 return 返回答案。")
         if error is not None:
             detail = str(error).splitlines()[0] if str(error).strip() else ""
             return Verdict(False, f"{self.name}：你的函数抛出了 {type(error).__name__}：{detail}".rstrip("："))
@@ -111,7 +114,8 @@ class Review:
         first = wrong[0]
         numbers = "、".join(str(q.number) for q in wrong)
         return Verdict(False, f"{self.name}：答对 {n - len(wrong)}/{n} 题（第 {numbers} 题没答对）。"
-                              f"第 {first.number} 题选 {chosen[first.number]}：{plain(first.notes[chosen[first.number]])}")
+                              f"第 {first.number} 题选 {chosen[first.number]}："
+                              f"{plain(first.notes[chosen[first.number]])}")
 
     def check(self, fn: Any) -> None:
         """Evaluate ``fn`` and print the one-line verdict (what the notebook's check cell calls).
@@ -162,17 +166,22 @@ def _q(number: int, stem: str, options: list[tuple[str, str, str]], source: str)
 QUESTIONS: tuple[Question, ...] = (
     _q(1, "自注意力里的 Q、K、V 是怎么得到的？", [
         ("A", "模型为词表里的每个 token 存了一组 Q、K、V 向量，用的时候查表取出",
-         "模型存的是投影矩阵 $W_Q, W_K, W_V$（规则），不是每个 token 的 Q/K/V（结果）；同一个 token 在不同位置、不同上下文里得到不同的 Q/K/V。"),
+         "模型存的是投影矩阵 $W_Q, W_K, W_V$（规则），不是每个 token 的 Q/K/V（结果）；"
+         "同一个 token 在不同位置、不同上下文里得到不同的 Q/K/V。"),
         ("B", "Q 由当前 token 投影得到，K 和 V 直接使用其他 token 的 embedding",
          "K 和 V 也各有自己的投影矩阵；不投影，模型就无法学习「拿什么当索引」「交出什么内容」。"),
         ("C*", "同一个输入 $X$ 分别乘三个独立训练的矩阵：$Q=XW_Q$，$K=XW_K$，$V=XW_V$",
-         "三者来自同一个 $X$，这就是「自」注意力的「自」；三个矩阵独立，模型才有自由度学习提问、索引、内容三种不同的角度。"),
+         "三者来自同一个 $X$，这就是「自」注意力的「自」；"
+         "三个矩阵独立，模型才有自由度学习提问、索引、内容三种不同的角度。"),
         ("D", "用一个共享矩阵 $W$ 算出 $XW$，再把它同时当作 Q、K、V",
-         "那样分数矩阵是对称的，「i 找 j」和「j 找 i」一样强，每个 token 最像的往往是自己；第 3 章的实验里，共享一个矩阵的模型明显不如三个独立矩阵。"),
+         "那样分数矩阵是对称的，「i 找 j」和「j 找 i」一样强，每个 token 最像的往往是自己；"
+         "第 3 章的实验里，共享一个矩阵的模型明显不如三个独立矩阵。"),
     ], "第 3 章"),
     _q(2, r"缩放点积注意力为什么要把分数除以 $\sqrt{d_k}$？", [
-        ("A*", r"点积是 $d_k$ 项之和、方差约为 $d_k$：不缩放时 softmax 饱和成 one-hot，梯度中的 $p(1-p)$ 趋于 0；缩放把方差拉回 1",
-         "要说出完整的链条：$d_k$ 大 → 点积方差大 → softmax 饱和成 one-hot → 梯度趋于 0 → 训不起来。只说「归一化一下」是不够的。"),
+        ("A*", r"点积是 $d_k$ 项之和、方差约为 $d_k$：不缩放时 softmax 饱和成 one-hot，"
+               r"梯度中的 $p(1-p)$ 趋于 0；缩放把方差拉回 1",
+         "要说出完整的链条：$d_k$ 大 → 点积方差大 → softmax 饱和成 one-hot → 梯度趋于 0 → 训不起来。"
+         "只说「归一化一下」是不够的。"),
         ("B", "为了让每一行注意力权重之和等于 1，成为一个合法的概率分布",
          "归一化是 softmax 的工作：不除以 $\\sqrt{d_k}$，每行权重之和也是 1。缩放解决的是分布过尖的问题。"),
         ("C", "为了减少计算量：分数变小之后，softmax 和后面的矩阵乘法都算得更快",
@@ -182,9 +191,11 @@ QUESTIONS: tuple[Question, ...] = (
     ], "第 4 章"),
     _q(3, "把上下文从 4K 扩到 32K（长度 ×8），一层自注意力里分数矩阵 $QK^\\top$ 的计算量大约变成原来的几倍？", [
         ("A", "8 倍：和 RNN 一样，与长度成正比",
-         "每个 query 都要和每个 key 打分，分数矩阵有 $N^2$ 个元素：长度 ×8，计算量 ×64。与长度成正比的是 KV cache 和线性层。"),
+         "每个 query 都要和每个 key 打分，分数矩阵有 $N^2$ 个元素：长度 ×8，计算量 ×64。"
+         "与长度成正比的是 KV cache 和线性层。"),
         ("B*", "64 倍",
-         "分数矩阵有 $N^2$ 个元素，$8^2=64$（第 3 章与第 12 章都用 FlopCounterMode 数过）。这个 $O(N^2)$ 是所有长上下文优化要对付的根源。"),
+         "分数矩阵有 $N^2$ 个元素，$8^2=64$（第 3 章与第 12 章都用 FlopCounterMode 数过）。"
+         "这个 $O(N^2)$ 是所有长上下文优化要对付的根源。"),
         ("C", "不变：所有位置并行计算，所以没有额外代价",
          "并行只是让计算同时进行，计算总量一点没少；并行和 $O(N^2)$ 是同一个设计的两面。"),
         ("D", r"约 $\sqrt 8\approx 2.8$ 倍，因为分数除以了 $\sqrt{d_k}$",
@@ -192,7 +203,8 @@ QUESTIONS: tuple[Question, ...] = (
     ], "第 3、12 章"),
     _q(4, "一个 $d_{\\text{model}}=512$ 的注意力层，从 1 个头改成 8 个头（每头 $d_k=64$）。哪种说法对？", [
         ("A", "参数量变成 8 倍，因为每个头都有一套完整的投影矩阵",
-         "每个头的投影只有 $d_{\\text{model}}\\times d_k$，8 个头拼起来正好是 $d_{\\text{model}}\\times d_{\\text{model}}$：总参数量与单头相同。"),
+         "每个头的投影只有 $d_{\\text{model}}\\times d_k$，8 个头拼起来正好是 "
+         "$d_{\\text{model}}\\times d_{\\text{model}}$：总参数量与单头相同。"),
         ("B", "8 个头算的是同一种注意力，只是多算几遍再求平均，结果更稳定",
          "多头不是重复计算：每个头投影到不同的子空间，能学到不同类型的关联（相邻、主谓、指代……），再由 $W_O$ 融合。"),
         ("C", "参数量变成 1/8，因为每个头只有 64 维",
@@ -212,17 +224,21 @@ QUESTIONS: tuple[Question, ...] = (
     ], "第 6 章"),
     _q(6, "在 GPT-2 small 的一个 Transformer block 里，FFN 的参数大约占多少？它起什么作用？", [
         ("A", "约 10%；它只是给注意力的输出加一个激活函数，几乎没有参数",
-         "FFN 有两个 $d_{\\text{model}}\\times 4d_{\\text{model}}$ 的大矩阵，是 block 里参数最多的部分，远不止一个激活函数。"),
+         "FFN 有两个 $d_{\\text{model}}\\times 4d_{\\text{model}}$ 的大矩阵，"
+         "是 block 里参数最多的部分，远不止一个激活函数。"),
         ("B", "约 1/3；它和注意力一样负责 token 之间的信息交换，两者平分参数",
          "FFN 对每个位置独立计算，token 之间不交换任何信息；交换信息是注意力的工作。"),
         ("C*", "约 2/3；它对每个位置独立做非线性变换，研究表明它储存了大量事实知识",
-         "注意力层约 $4d^2$ 个参数，FFN 约 $8d^2$，占 2/3。注意力本质上是线性加权，FFN 提供非线性，常被称为模型的「记忆仓库」。"),
+         "注意力层约 $4d^2$ 个参数，FFN 约 $8d^2$，占 2/3。"
+         "注意力本质上是线性加权，FFN 提供非线性，常被称为模型的「记忆仓库」。"),
         ("D", "0：FFN 只是一个激活函数（如 GELU），没有可训练的参数",
          "FFN 是「升维 → 非线性 → 降维」的两层全连接网络，两个矩阵都是可训练参数。"),
     ], "第 7 章"),
     _q(7, "关于三种架构的现状，哪种说法最准确？", [
-        ("A*", "生成类大模型几乎都是 decoder-only；检索、分类、embedding 和 reranker 仍大量用 encoder-only，翻译、摘要也仍有 encoder-decoder",
-         "正确的表述是「在通用生成场景 decoder-only 胜出」（目标统一、自监督效率高、规模化后能力涌现），而不是另外两种消失了。"),
+        ("A*", "生成类大模型几乎都是 decoder-only；检索、分类、embedding 和 reranker 仍大量用 encoder-only，"
+               "翻译、摘要也仍有 encoder-decoder",
+         "正确的表述是「在通用生成场景 decoder-only 胜出」（目标统一、自监督效率高、规模化后能力涌现），"
+         "而不是另外两种消失了。"),
         ("B", "encoder-only（BERT 一类）已经被淘汰：它不能生成文本，在大模型时代没有位置",
          "RAG 里的 embedding 模型和 reranker 大量是 encoder 架构，在理解类任务上又快又好。"),
         ("C", "decoder-only 在所有任务上都严格更好，检索和分类用它也一样，另外两种只剩历史意义",
@@ -238,7 +254,8 @@ QUESTIONS: tuple[Question, ...] = (
         ("C", "模型学到更深的抽象：信息不能再抄近路，必须逐层变换",
          "没有直通的路，信号和梯度要穿过 48 次变换，往往在到达之前就已消失或失控，模型反而学不到东西。"),
         ("D*", "很难训练：梯度要穿过每一层的变换，容易消失或爆炸，深层的信息也会逐层退化",
-         "残差给信号和梯度一条直通的路，LayerNorm 稳住数值分布；两者都不是 Transformer 的发明，却是它能堆到几十上百层的前提。"),
+         "残差给信号和梯度一条直通的路，LayerNorm 稳住数值分布；"
+         "两者都不是 Transformer 的发明，却是它能堆到几十上百层的前提。"),
     ], "第 8 章"),
     _q(9, "在序列 [我, 喜欢, 我] 上做推理时，KV cache 里存的是什么？", [
         ("A", "每个 token id 一份 K/V：两个「我」共用一份，节省显存",
@@ -271,12 +288,15 @@ QUESTIONS: tuple[Question, ...] = (
          "三道闸门串联，取最小；同一个模型在不同硬件、不同并发下能用的窗口可以差好几倍。"),
     ], "第 12 章"),
     _q(12, "按本书的观点，Transformer 表现出的「推理能力」从哪里来？", [
-        ("A*", "函数空间（结构能表示什么）、优化可达性（训练能否找到）与数据分布（数据里有什么模式）三层叠加后的整体行为",
-         "没有哪个模块「负责推理」。第 13 章的小实验里，复制行为同样离不开三层：位置信息（函数空间）、平台期之后的突然下降（优化）、训练数据里的周期（数据）。"),
+        ("A*", "函数空间（结构能表示什么）、优化可达性（训练能否找到）"
+               "与数据分布（数据里有什么模式）三层叠加后的整体行为",
+         "没有哪个模块「负责推理」。第 13 章的小实验里，"
+         "复制行为同样离不开三层：位置信息（函数空间）、平台期之后的突然下降（优化）、训练数据里的周期（数据）。"),
         ("B", "某个专门负责推理的模块：例如 FFN 存着推理规则，或某个特定的注意力头负责逻辑推导",
          "模型里没有显式的推理模块；头与 FFN 的分工都是训练中自发形成的，而且常有冗余。"),
         ("C", "结构本身：Transformer 是从第一性原理推导出的最优结构，推理能力由结构保证",
-         "Transformer 是在可微、表达、工程、实验四重约束下演化出来的，许多解释是事后合理化；结构只划定了「能表示什么」，并不保证学成什么。"),
+         "Transformer 是在可微、表达、工程、实验四重约束下演化出来的，许多解释是事后合理化；"
+         "结构只划定了「能表示什么」，并不保证学成什么。"),
         ("D", "规模本身：只要参数足够多，推理能力就必然出现，与训练数据无关",
          "能力离不开数据：第 13 章的模型只学会了训练数据里的那个周期，换一个周期就失败。"),
     ], "第 13 章"),

@@ -2,12 +2,12 @@
 
 The learner assembles a GPT from the weights of the course's own modules: 练习 1 the causal multi-head
 self-attention of a ``tc.MultiHeadAttention``, 练习 2 the whole forward pass of a ``tc.DecoderOnly``
-(pre-LN, learned positions, GELU, tied output layer); 练习 3 the
-validation loss of section 14.3's smoothed bigram baseline. The references write those modules' computation
-out by hand (a checker may not call the package while it watches the learner's code); a test checks that
-they give the package's numbers within 1e-6, so "passed" means: the same numbers as the package. Every mistake is a small complete wrong
-forward pass (``_attention`` and ``_gpt`` with one thing changed); cases differ in every size, include a
-single token and a full context, and end with the first case's twin.
+(pre-LN, learned positions, GELU, tied output layer); 练习 3 the validation loss of section 14.3's
+smoothed bigram baseline. The references write those modules' computation out by hand (a checker may
+not call the package while it watches the learner's code); a test checks that they give the package's
+numbers within 1e-6, so "passed" means: the same numbers as the package. Every mistake is a small
+complete wrong forward pass (``_attention`` and ``_gpt`` with one thing changed); cases differ in every
+size, include a single token and a full context, and end with the first case's twin.
 """
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ from ..multihead import MultiHeadAttention
 from ._core import Exercise, Forbidden, Mistake, randn as _randn
 from .ch08 import _randomise
 
-_SDPA = "本题要求亲手写出注意力（QKᵀ、缩放、掩码、softmax、乘 V），不要调用 torch.nn.functional.scaled_dot_product_attention"
+_SDPA = ("本题要求亲手写出注意力（QKᵀ、缩放、掩码、softmax、乘 V），"
+         "不要调用 torch.nn.functional.scaled_dot_product_attention")
 _COURSE = "本题要求用模块里的权重亲手拼出计算，不要调用课程包（模块的 forward、tc.split_heads、tc.causal_mask 等）"
 
 
@@ -76,7 +77,8 @@ CAUSAL_SELF_ATTENTION = Exercise(
     make_cases=_attention_cases,
     reference_dtype=None,  # the module's float32 weights
     mistakes=(
-        Mistake("没有因果掩码：位置 t 只能看 0..t，把 j > t 的分数设为 -inf 再做 softmax。", lambda x, a: _attention(x, a, causal=False)),
+        Mistake("没有因果掩码：位置 t 只能看 0..t，把 j > t 的分数设为 -inf 再做 softmax。",
+                lambda x, a: _attention(x, a, causal=False)),
         Mistake("掩码方向反了：应保留下三角（j ≤ t，看过去），你保留的是上三角（看未来）。",
                 lambda x, a: _attention(x, a, future=True)),
         Mistake("缩放用错了维度：除以 sqrt(d_head)（每个头的维度 C/H），不是 sqrt(d_model)。",
@@ -85,7 +87,8 @@ CAUSAL_SELF_ATTENTION = Exercise(
         Mistake("拆头拆错了轴：(B, T, C) 应 view 成 (B, T, H, d_head) 再 transpose(1, 2)，你把 d_head 放在了 H 前面。",
                 lambda x, a: _attention(x, a, heads="wrong")),
         Mistake("合并各头之后还要乘输出投影 W_O（attn.out_proj）。", lambda x, a: _attention(x, a, out_proj=False)),
-        Mistake("softmax 的维度错了：对每个查询，在键的维度（最后一维）上归一化。", lambda x, a: _attention(x, a, softmax_dim=-2)),
+        Mistake("softmax 的维度错了：对每个查询，在键的维度（最后一维）上归一化。",
+                lambda x, a: _attention(x, a, softmax_dim=-2)),
     ),
     forbidden=(
         Forbidden(_SDPA, functions=(F.scaled_dot_product_attention,),
@@ -242,9 +245,11 @@ BIGRAM_LOSS = Exercise(
     make_cases=_bigram_cases,
     atol=1e-4,
     mistakes=(
-        Mistake("平滑要按 unigram 插值：p(b|a) = (n(a,b) + k·p(b)) / (n(a) + k)，p(b) 是 unigram 概率；你用的是均匀的 1/V。",
+        Mistake("平滑要按 unigram 插值：p(b|a) = (n(a,b) + k·p(b)) / (n(a) + k)，p(b) 是 unigram 概率；"
+                "你用的是均匀的 1/V。",
                 lambda c, x, y, k: _bigram(c, x, y, k, prior="uniform")),
-        Mistake("unigram 也要加一平滑：p(b) = (n(b) + 1) / (N + V)。训练中没出现过的 token 否则概率为 0，损失变成无穷大。",
+        Mistake("unigram 也要加一平滑：p(b) = (n(b) + 1) / (N + V)。"
+                "训练中没出现过的 token 否则概率为 0，损失变成无穷大。",
                 lambda c, x, y, k: _bigram(c, x, y, k, prior="raw unigram")),
         Mistake("这是给每一格都加 k（add-k 平滑）：(n(a,b) + k) / (n(a) + k·V)。本题要按 unigram 插值。",
                 lambda c, x, y, k: _bigram(c, x, y, k, prior="add-k")),
@@ -252,7 +257,8 @@ BIGRAM_LOSS = Exercise(
                 lambda c, x, y, k: _bigram(c, x, y, k, transpose=True)),
         Mistake("targets 为 -100 的位置是填充，不计分：先用 targets != -100 选出计分的位置。",
                 lambda c, x, y, k: _bigram(c, x, y, k, keep_ignored=True)),
-        Mistake("要返回平均损失（除以计分位置的个数），不是总和。", lambda c, x, y, k: _bigram(c, x, y, k, reduce="sum")),
+        Mistake("要返回平均损失（除以计分位置的个数），不是总和。",
+                lambda c, x, y, k: _bigram(c, x, y, k, reduce="sum")),
     ),
 )
 check_bigram_loss = BIGRAM_LOSS.check
