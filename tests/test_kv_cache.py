@@ -54,8 +54,9 @@ def test_update_writes_into_the_buffer_and_returns_views():
 def test_bytes_from_plain_numbers_equal_the_config_and_need_all_three():
     config = tiny_config(n_layers=3)
     numbers = dict(n_layers=3, n_heads=N_HEADS, d_head=D_HEAD)
-    assert kv_cache_bytes(None, 11, 2, **numbers) == kv_cache_bytes(config, 11, 2) == 2 * 3 * 2 * N_HEADS * 11 * D_HEAD * 4
-    assert kv_cache_bytes(config, 11, n_layers=5) == kv_cache_bytes(None, 11, n_layers=5, n_heads=N_HEADS, d_head=D_HEAD)
+    expected = 2 * 3 * 2 * N_HEADS * 11 * D_HEAD * 4  # K and V, layers, batch, heads, positions, d_head, float32
+    assert kv_cache_bytes(None, 11, 2, **numbers) == kv_cache_bytes(config, 11, 2) == expected
+    assert kv_cache_bytes(config, 11, n_layers=5) == kv_cache_bytes(None, 11, **{**numbers, "n_layers": 5})
     with pytest.raises(ValueError, match="d_head is needed"):
         kv_cache_bytes(None, 11, n_layers=3, n_heads=N_HEADS)
 

@@ -6,7 +6,17 @@ from .attention import causal_mask, padding_mask, scaled_dot_product_attention
 from .block import PostNormResidual, PreNormResidual, TransformerBlock
 from .config import TransformerConfig
 from .ffn import FeedForward, SwiGLU
-from .generate import Step, generate, generate_steps, greedy, next_token, sample, scale_by_temperature, top_k_filter, top_p_filter
+from .generate import (
+    Step,
+    generate,
+    generate_steps,
+    greedy,
+    next_token,
+    sample,
+    scale_by_temperature,
+    top_k_filter,
+    top_p_filter,
+)
 from .kv_cache import KVCache, kv_cache_bytes
 from .models import DecoderOnly, EncoderDecoder, EncoderOnly, TransformerStack, from_hf_gpt2, load_gpt2_state_dict
 from .multihead import MultiHeadAttention, merge_heads, split_heads

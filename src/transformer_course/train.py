@@ -80,8 +80,8 @@ def train(
     step; ``train`` does the rest (zero_grad, backward, clipping, step, schedule, bar, history).
     ``device`` defaults to where the model is; batches from ``get_batch`` are moved there.
     ``lr_schedule(step) -> float``, where given, is the learning rate of step 0, 1, ..., ``steps - 1``
-    (a warm-up, say) in place of the constant ``lr``. ``progress`` shows a text bar with the step count and the latest loss. The model
-    is left in ``eval()`` mode. Returns ``{"loss": [loss of each step]}``.
+    (a warm-up, say) in place of the constant ``lr``. ``progress`` shows a text bar with the step count
+    and the latest loss. The model is left in ``eval()`` mode. Returns ``{"loss": [loss of each step]}``.
 
     Example:
         >>> from transformer_course.data import copy_task
