@@ -129,3 +129,19 @@ def test_tied_embeddings_share_one_matrix():
     tied, untied = DecoderOnly(tiny_config()), DecoderOnly(tiny_config(tie_embeddings=False))
     assert tied.lm_head.weight is tied.transformer.tok_emb.weight
     assert untied.lm_head.weight is not untied.transformer.tok_emb.weight
+
+
+@pytest.mark.parametrize("positional", POSITIONAL_SCHEMES)
+def test_a_decoding_step_never_reads_tensor_values(positional):
+    """No host synchronisation on the decode hot path: on the meta device (shapes, no values) reading a value
+    raises, so a decoding step must run through while a prefill, whose token ids are checked, may not."""
+    config = tiny_config(positional=positional)
+    with torch.device("meta"):
+        model = DecoderOnly(config).eval()
+        cache = KVCache.from_config(config, batch_size=B, device="meta")
+        cache.advance(T)  # as if the prompt had been read
+        with torch.inference_mode():
+            logits = model(torch.zeros(B, 1, dtype=torch.long), cache=cache)
+            assert logits.shape == (B, 1, VOCAB) and cache.pos == T + 1
+            with pytest.raises((RuntimeError, NotImplementedError)):
+                model(torch.zeros(B, T, dtype=torch.long))  # a prefill checks idx's values

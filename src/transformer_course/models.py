@@ -97,16 +97,20 @@ class TransformerStack(nn.Module):
         check_tensor("idx", idx, "(B, T)", dtype="int")
         B, T = idx.shape
         V = self.config.vocab_size
-        if T == 0 or int(idx.min()) < 0 or int(idx.max()) >= V:
+        start = 0 if cache is None else cache.pos
+        # Reading idx's values waits for the GPU: checked on every forward except a decoding step (one new
+        # token after a filled cache, which the model itself has just chosen): that hot path never waits.
+        decoding_step = start > 0 and T == 1
+        if T == 0 or (not decoding_step and (int(idx.min()) < 0 or int(idx.max()) >= V)):
             got = f"T={T}" if T == 0 else f"values in [{int(idx.min())}, {int(idx.max())}]"
             raise ValueError(f"idx must hold T >= 1 token ids in [0, {V}), got {got}")
-        start = 0 if cache is None else cache.pos
         positions = torch.arange(start, start + T, device=idx.device)  # (T,) where the new tokens sit
         key_positions = torch.arange(start + T, device=idx.device)  # (Tk,) every position attended to
 
         x = self.tok_emb(idx)  # (B, T, C)
         if self.pos_emb is not None:
-            x = x + self.pos_emb(positions)  # (B, T, C) + (T, C)
+            x = x + (self.pos_emb(positions, end=start + T) if isinstance(self.pos_emb, LearnedPositions)
+                     else self.pos_emb(positions))  # (B, T, C) + (T, C)
         x = self.dropout(x)
         rope = None if self.rope is None else self.rope(positions)  # (cos, sin), (T, d_head) each
         bias = None if self.alibi is None else self.alibi(positions, key_positions)  # (H, T, Tk)

@@ -73,11 +73,15 @@ class LearnedPositions(nn.Module):
         self.max_len = check_int("max_len", max_len)
         self.embedding = nn.Embedding(max_len, check_int("d_model", d_model))
 
-    def forward(self, positions: Tensor) -> Tensor:
+    def forward(self, positions: Tensor, *, end: int | None = None) -> Tensor:
+        """``end``: a caller that knows every position is below ``end`` (the model does) says so, and the
+        check needs no look at the tensor: no wait for the GPU at every decoding step."""
         check_tensor("positions", positions, "(T,)", dtype="int")
-        if positions.numel() and int(positions.max()) >= self.max_len:
+        if end is None and positions.numel():
+            end = int(positions.max()) + 1  # reads the tensor: a host synchronisation on a GPU
+        if end is not None and end > self.max_len:
             raise ValueError(
-                f"positions go up to {int(positions.max())}, but learned positions exist only for "
+                f"positions go up to {end - 1}, but learned positions exist only for "
                 f"0..{self.max_len - 1} (max_len={self.max_len}): the sequence is longer than the model's context"
             )
         return self.embedding(positions)  # (T, C)
