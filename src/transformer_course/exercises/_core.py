@@ -36,9 +36,6 @@ class Verdict:
     passed: bool
     message: str
 
-    def __str__(self) -> str:
-        return self.message
-
 
 @dataclass(frozen=True)
 class Mistake:
