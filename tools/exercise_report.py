@@ -2,7 +2,7 @@
 
     python tools/exercise_report.py          # writes docs/exercise-catalogue.md, prints the slowest verdict
 
-The attempts are the catalogue in ``tests/wrong_attempts.py``: the generic ones (crashes, endless
+The attempts are the catalogue in ``tools/wrong_attempts.py``: the generic ones (crashes, endless
 loops even inside ``try/except``, odd return types, side effects, state kept between calls, ...),
 the exercise's own typical mistakes and the shortcuts its statement forbids. ``tests/test_exercises.py``
 asserts every verdict and that the committed table is what this script writes.
@@ -10,13 +10,14 @@ asserts every verdict and that the committed table is what this script writes.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+import transformer_course.exercises as ex
+from transformer_course.exercises._core import Exercise
+from wrong_attempts import GENERIC, Outcome, attempts, generic_attempts, shortcuts, try_attempt
 
-import transformer_course.exercises as ex  # noqa: E402
-from wrong_attempts import GENERIC, attempts, generic_attempts, shortcuts, try_attempt  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 OUT = ROOT / "docs" / "exercise-catalogue.md"
 HEADER = """# Wrong attempts tried on every exercise checker
@@ -55,22 +56,27 @@ def header() -> str:
     return HEADER.format(n_generic=len(GENERIC), generic=generic)
 
 
-def rows(run: bool = True) -> list[tuple[str, str, int, int, int, int, float]]:
-    """``(chapter, exercise, generic, own mistakes, shortcuts, rejected, slowest verdict s)`` per exercise.
+def try_all(exercise: Exercise) -> list[Outcome]:
+    """Every attempt of the catalogue on ``exercise``'s checker."""
+    return [try_attempt(exercise, *attempt) for attempt in attempts(exercise)]
 
-    ``run=False`` counts without trying (every attempt rejected, no time): what the table must say when
-    ``tests/test_exercises.py`` has already tried each attempt on its own."""
+
+Row = tuple[str, str, int, int, int, int, float]
+
+
+def rows(outcomes_of: Callable[[Exercise], list[Outcome]] = try_all) -> list[Row]:
+    """``(chapter, exercise, generic, own mistakes, shortcuts, rejected, slowest verdict s)`` per exercise;
+    ``outcomes_of(exercise)`` gives the outcomes of its attempts (by default: try them all now)."""
     result = []
     for chapter in ex.CHAPTERS:
         for exercise in getattr(ex, chapter).EXERCISES:
-            tried = attempts(exercise)
-            outcomes = [try_attempt(exercise, *attempt) for attempt in tried] if run else []
-            rejected = sum(o.rejected for o in outcomes) if run else len(tried)
+            outcomes = outcomes_of(exercise)
             for o in outcomes:
                 if not o.rejected:
                     print(f"NOT REJECTED {exercise.name} {o.label}: {o.message}", file=sys.stderr)
             result.append((chapter, exercise.name, len(generic_attempts(exercise)), len(exercise.mistakes),
-                           len(shortcuts(exercise)), rejected, max((o.seconds for o in outcomes), default=0.0)))
+                           len(shortcuts(exercise)), sum(o.rejected for o in outcomes),
+                           max((o.seconds for o in outcomes), default=0.0)))
     return result
 
 

@@ -67,7 +67,7 @@ class Forbidden:
     indexing: no lookup with a tensor or list as the index (``weight[ids]``).
     loops: the number of torch calls must not depend on the input's size (no Python loop over rows).
     max_numel: no tensor made by a torch call may have more than ``max_numel(*args)`` elements.
-    example: an attempt that takes the shortcut (tried by ``tests/wrong_attempts.py``).
+    example: an attempt that takes the shortcut (tried by ``tools/wrong_attempts.py``).
     """
 
     reason: str

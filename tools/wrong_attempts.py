@@ -16,7 +16,7 @@ Generic attempts are built from the exercise's reference, so they fit any exerci
 Then the exercise's own typical mistakes, each expected to get its own hint, and the shortcuts its
 statement forbids (``Forbidden.example``), each expected to get the rule's reason.
 ``tests/test_exercises.py`` asserts every verdict; ``tools/exercise_report.py`` counts them per
-exercise for ``docs/exercise-catalogue.md``.
+exercise for ``docs/exercise-catalogue.md`` (and the test checks those counts against its own tries).
 """
 from __future__ import annotations
 
