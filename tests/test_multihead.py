@@ -95,13 +95,13 @@ def test_fast_path_equals_didactic_path(x, with_alibi):
 def test_cache_one_position_at_a_time_equals_full_sequence(x):
     mha = MultiHeadAttention(D_MODEL, N_HEADS).eval()
     rope = RotaryEmbedding(D_HEAD)
-    full, _ = mha(x, mask=causal_mask(T, T), rope=rope(torch.arange(T)))
+    full, _ = mha(x, mask=causal_mask(T, T), rope_cos_sin=rope(torch.arange(T)))
     cache = KVCache(n_layers=1, batch_size=B, n_heads=N_HEADS, d_head=D_HEAD, max_len=T + 3)
     steps = []
     with torch.inference_mode():
         for t in range(T):
             mask = causal_mask(1, t + 1)  # the new query sees all t + 1 keys
-            out, _ = mha(x[:, t : t + 1], mask=mask, cache=cache.layer(0), rope=rope(torch.tensor([t])))
+            out, _ = mha(x[:, t : t + 1], mask=mask, cache=cache.layer(0), rope_cos_sin=rope(torch.tensor([t])))
             cache.advance(1)
             steps.append(out)
     torch.testing.assert_close(torch.cat(steps, dim=1), full)

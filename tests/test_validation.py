@@ -39,7 +39,7 @@ CASES = {
     "heads divide": (lambda: tc.MultiHeadAttention(D_MODEL, 5), r"d_model=24 must be divisible by n_heads=5"),
     "split heads": (lambda: tc.split_heads(x, 5), r"C=24 must be divisible by n_heads=5"),
     "rope length": (
-        lambda: mha(x[:, :4], rope=cos_sin),
+        lambda: mha(x[:, :4], rope_cos_sin=cos_sin),
         r"cos must have shape \(T, d_head\) with T=4, d_head=8, got \(7, 8\)",
     ),
     # positions

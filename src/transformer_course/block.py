@@ -109,20 +109,20 @@ class TransformerBlock(nn.Module):
         *,
         mask: Tensor | None = None,
         cache: LayerKVCache | None = None,
-        rope: tuple[Tensor, Tensor] | None = None,
+        rope_cos_sin: tuple[Tensor, Tensor] | None = None,
         position_bias: Tensor | None = None,
         context: Tensor | None = None,
         context_mask: Tensor | None = None,
         trace: list[LayerTrace] | None = None,
     ) -> Tensor:
-        """``x (B, T, C) -> (B, T, C)``; ``mask``, ``cache``, ``rope``, ``position_bias`` go to self-attention,
+        """``x (B, T, C) -> (B, T, C)``; ``mask``, ``cache``, ``rope_cos_sin``, ``position_bias`` go to self-attention,
         ``context (B, S, C)`` and ``context_mask`` (broadcastable to ``(B, H, T, S)``) to cross-attention.
         ``trace``: a list to append this block's ``LayerTrace`` to (see ``TransformerStack.forward``)."""
         attn: list[AttentionTrace] | None = None if trace is None else []
         cross: list[AttentionTrace] | None = None if trace is None else []
         x = self.self_attn_residual(
-            x, lambda h: self.self_attn(h, mask=mask, cache=cache, rope=rope, position_bias=position_bias,
-                                        trace=attn)[0]
+            x, lambda h: self.self_attn(h, mask=mask, cache=cache, rope_cos_sin=rope_cos_sin,
+                                        position_bias=position_bias, trace=attn)[0]
         )
         if self.cross_attn is not None:
             x = self.cross_attn_residual(

@@ -112,14 +112,14 @@ class TransformerStack(nn.Module):
             x = x + (self.pos_emb(positions, end=start + T) if isinstance(self.pos_emb, LearnedPositions)
                      else self.pos_emb(positions))  # (B, T, C) + (T, C)
         x = self.dropout(x)
-        rope = None if self.rope is None else self.rope(positions)  # (cos, sin), (T, d_head) each
+        cos_sin = None if self.rope is None else self.rope(positions)  # (cos, sin), (T, d_head) each
         bias = None if self.alibi is None else self.alibi(positions, key_positions)  # (H, T, Tk)
         if self.causal and T > 1:  # one new token may see every position so far: no causal mask needed
             causal = causal_mask(T, start + T, device=idx.device)  # (T, Tk)
             mask = causal if mask is None else mask & causal
         for i, block in enumerate(self.blocks):
             layer_cache = None if cache is None else cache.layer(i)
-            x = block(x, mask=mask, cache=layer_cache, rope=rope, position_bias=bias,
+            x = block(x, mask=mask, cache=layer_cache, rope_cos_sin=cos_sin, position_bias=bias,
                       context=context, context_mask=context_mask, trace=trace)
         if cache is not None:
             cache.advance(T)  # every layer has stored positions start .. start+T-1

@@ -64,7 +64,7 @@ class MultiHeadAttention(nn.Module):
         context: Tensor | None = None,
         mask: Tensor | None = None,
         cache: LayerKVCache | None = None,
-        rope: tuple[Tensor, Tensor] | None = None,
+        rope_cos_sin: tuple[Tensor, Tensor] | None = None,
         position_bias: Tensor | None = None,
         need_weights: bool = False,
         trace: list[AttentionTrace] | None = None,
@@ -77,7 +77,8 @@ class MultiHeadAttention(nn.Module):
             mask: bool, ``True`` = may attend, broadcastable to ``(B, H, T, Tk)``; ``Tk`` is ``T``, ``S``,
                 or with a cache the number of positions so far.
             cache: this layer's ``KVCache`` view (self-attention only); new k, v are appended to it.
-            rope: ``(cos, sin)``, each ``(T, d_head)``, for the positions of ``x``: rotates q and k (RoPE).
+            rope_cos_sin: ``(cos, sin)``, each ``(T, d_head)``, for the positions of ``x``: rotates q and k
+                (RoPE; the stack's ``RotaryEmbedding`` module makes them).
             position_bias: float, added to the scores, broadcastable to ``(B, H, T, Tk)`` (ALiBi).
             need_weights: also return the attention weights, computed by the didactic
                 ``tc.attention.scaled_dot_product_attention`` (slower; call ``.eval()`` first).
@@ -90,8 +91,8 @@ class MultiHeadAttention(nn.Module):
         B, T, C = x.shape
         if self.cross_attention:
             check_tensor("context", context, "(B, S, C)", B=B, C=C)
-            if cache is not None or rope is not None:
-                raise ValueError("cache and rope apply to self-attention only; got them for cross-attention")
+            if cache is not None or rope_cos_sin is not None:
+                raise ValueError("cache and rope_cos_sin apply to self-attention only; got them for cross-attention")
             q = self.q_proj(x)  # (B, T, C)
             k, v = self.kv_proj(context).split(C, dim=-1)  # (B, S, C) each
         else:
@@ -101,8 +102,8 @@ class MultiHeadAttention(nn.Module):
         q = split_heads(q, self.n_heads)  # (B, H, T, d_head)
         k = split_heads(k, self.n_heads)  # (B, H, S, d_head), S = T for self-attention
         v = split_heads(v, self.n_heads)  # (B, H, S, d_head)
-        if rope is not None:
-            q, k = apply_rope(q, *rope), apply_rope(k, *rope)  # rotate by position, before caching
+        if rope_cos_sin is not None:
+            q, k = apply_rope(q, *rope_cos_sin), apply_rope(k, *rope_cos_sin)  # rotate by position, before caching
         if cache is not None:
             k, v = cache.update(k, v)  # (B, H, Tk, d_head): all keys and values so far
 

@@ -256,9 +256,9 @@ class Exercise:
         return None
 
 
-def randn(g: torch.Generator, *shape: int) -> torch.Tensor:
-    """Seeded standard-normal case data for checkers: ``randn(g, 2, 5, 4)``."""
-    return torch.randn(*shape, generator=g)
+def randn(g: torch.Generator, *shape: int, scale: float = 1.0) -> torch.Tensor:
+    """Seeded normal case data for checkers (standard deviation ``scale``): ``randn(g, 2, 5, 4)``."""
+    return torch.randn(*shape, generator=g) * scale
 
 
 def _is_float_tensor(a: Any) -> bool:

@@ -10,11 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ._core import Exercise, Mistake
-
-
-def _randn(g: torch.Generator, *shape: int, scale: float = 1.0) -> Tensor:
-    return torch.randn(*shape, generator=g) * scale
+from ._core import Exercise, Mistake, randn as _randn
 
 
 # ---- 练习 1: the RNN's time loop ---------------------------------------------------------------
