@@ -6,7 +6,16 @@ import sys
 import pytest
 import torch
 
+import bench
 from conftest import ROOT
+
+
+def test_section_table_covers_exactly_the_only_choices():
+    """``--only NAME`` must name a section of the table, and every section must be choosable."""
+    only = next(action for action in bench.parser()._actions if action.dest == "only")
+    names = [section.name for section in bench.SECTIONS]
+    assert len(names) == len(set(names)) and set(names) == set(only.choices)
+    assert all(other in names for section in bench.SECTIONS for other in section.also_for)
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
