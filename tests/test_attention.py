@@ -17,7 +17,7 @@ def _qkv(t_q: int = TQ, t_k: int = TK) -> tuple[torch.Tensor, ...]:
 def test_additive_bias_equals_torch_float_mask():
     q, k, v = _qkv()
     bias = torch.randn(H, TQ, TK, generator=torch.Generator().manual_seed(2))
-    out, _ = tc.scaled_dot_product_attention(q, k, v, bias=bias, mask=tc.causal_mask(TQ, TK))
+    out, _ = tc.scaled_dot_product_attention(q, k, v, position_bias=bias, mask=tc.causal_mask(TQ, TK))
     float_mask = bias.masked_fill(~tc.causal_mask(TQ, TK), float("-inf"))
     torch.testing.assert_close(out, F.scaled_dot_product_attention(q, k, v, attn_mask=float_mask), atol=1e-5, rtol=1e-5)
 
@@ -74,7 +74,8 @@ def test_padding_mask_hides_padded_keys():
          ["mask", "bool", "float32"]),
         (lambda q, k, v: tc.scaled_dot_product_attention(q, k, v, mask=torch.ones(TK, TQ, dtype=torch.bool)),
          ["mask", "(7, 5)", "(2, 3, 5, 7)"]),
-        (lambda q, k, v: tc.scaled_dot_product_attention(q, k, v, bias=torch.ones(TK)), ["bias", "(7,)"]),
+        (lambda q, k, v: tc.scaled_dot_product_attention(q, k, v, position_bias=torch.ones(TK)),
+         ["position_bias", "(7,)"]),
         (lambda q, k, v: tc.causal_mask(0), ["t_q", "int >= 1", "0"]),
         (lambda q, k, v: tc.causal_mask(5, 3), ["t_q must be <= t_k", "t_q=5", "t_k=3"]),
         (lambda q, k, v: tc.padding_mask(torch.tensor([1.0]), 4), ["lengths", "integer", "float32"]),

@@ -19,9 +19,9 @@ def scaled_dot_product_attention(
     v: Tensor,
     mask: Tensor | None = None,
     scale: float | None = None,
-    bias: Tensor | None = None,
+    position_bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """softmax(q kᵀ · scale + bias) v, returning the output and the attention weights.
+    """softmax(q kᵀ · scale + position_bias) v, returning the output and the attention weights.
 
     Args:
         q: queries ``(..., Tq, d_k)``.
@@ -29,7 +29,8 @@ def scaled_dot_product_attention(
         v: values ``(..., Tk, d_v)``.
         mask: optional boolean, ``True`` = may attend, broadcastable to ``(..., Tq, Tk)``.
         scale: multiplier of the scores; default ``1 / sqrt(d_k)``.
-        bias: optional float added to the scores, broadcastable to ``(..., Tq, Tk)`` (ALiBi).
+        position_bias: optional float added to the scores, broadcastable to ``(..., Tq, Tk)`` (ALiBi;
+            not the ``bias`` of a Linear layer).
 
     Returns:
         ``(out, weights)`` with shapes ``(..., Tq, d_v)`` and ``(..., Tq, Tk)``. Each row of
@@ -51,10 +52,10 @@ def scaled_dot_product_attention(
     scale = 1.0 / math.sqrt(d_k) if scale is None else scale
 
     scores = (q @ k.transpose(-2, -1)) * scale  # (..., Tq, Tk)
-    if bias is not None:
-        check_tensor("bias", bias, "(..., Tq, Tk)")
-        check_broadcastable("bias", bias, scores.shape)
-        scores = scores + bias
+    if position_bias is not None:
+        check_tensor("position_bias", position_bias, "(..., Tq, Tk)")
+        check_broadcastable("position_bias", position_bias, scores.shape)
+        scores = scores + position_bias
     if mask is not None:
         check_mask("mask", mask, scores.shape)
         scores = scores.masked_fill(~mask, float("-inf"))  # masked BEFORE softmax

@@ -121,18 +121,21 @@ class MultiHeadAttention(nn.Module):
             out, weights = self._attend_fast(q, k, v, mask, position_bias), None  # (B, H, T, d_head)
         return self.out_proj(merge_heads(out)), weights if need_weights else None  # (B, T, C)
 
-    def _attend_fast(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None) -> Tensor:
+    def _attend_fast(
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, position_bias: Tensor | None
+    ) -> Tensor:
         """PyTorch's fused kernel; it takes a bool mask (True = may attend) or a float one added to the scores."""
-        if bias is not None:
-            bias = bias.to(q.dtype)
+        if position_bias is not None:
+            bias = position_bias.to(q.dtype)
             mask = bias if mask is None else torch.where(mask, bias, float("-inf"))  # (…, T, Tk) additive
         dropout_p = self.dropout if self.training else 0.0
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)  # (B, H, T, d_head)
 
     def _attend_with_weights(
-        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, bias: Tensor | None
+        self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, position_bias: Tensor | None
     ) -> tuple[Tensor, Tensor]:
         """The course's readable attention, which returns the weights ``(B, H, T, Tk)`` too."""
         if self.training and self.dropout > 0:
             raise ValueError("need_weights=True is for inspection: call .eval() first (dropout is on in training)")
-        return scaled_dot_product_attention(q, k, v, mask=mask, bias=bias)  # (B, H, T, d_head), (B, H, T, Tk)
+        # (B, H, T, d_head), (B, H, T, Tk)
+        return scaled_dot_product_attention(q, k, v, mask=mask, position_bias=position_bias)

@@ -66,7 +66,7 @@ def _split_cases() -> list[tuple[Tensor, int]]:
 
 
 SPLIT = Exercise(
-    name="my_split_heads",
+    name="split_heads",
     reference=split_heads,
     make_cases=_split_cases,
     mistakes=(
@@ -141,7 +141,7 @@ MHA = Exercise(
         Mistake(NAIVE_HINT, lambda x, w, o, h: _mha(x, w, o, h, softmax=naive_softmax)),
     ),
     forbidden=(
-        Forbidden("本题要求只用 torch 的基本运算（可以用你自己写的 my_split_heads），不要调用课程包（tc.*）",
+        Forbidden("本题要求只用 torch 的基本运算（可以用你自己写的 split_heads），不要调用课程包（tc.*）",
                   course=True, example=lambda x, w, o, h: course.merge_heads(_heads(x, w, h, course.split_heads)) @ o),
         Forbidden("本题要求只用 torch 的基本运算写出多头注意力，"
                   "不要调用 F.scaled_dot_product_attention 或 nn.MultiheadAttention",
