@@ -20,8 +20,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from ._guards import (_call_quietly, _clone, _global_side_effect, _nothing, _Outcome, _time_limit, _Timeout,
-                      _Timer, _unchanged, _Watch)
+from ._guards import _call_learner, _call_quietly, _clone, _global_side_effect, _Outcome, _unchanged, _Watch
 from ._verdicts import _compare, _describe_args, _first_line
 from ._verdicts import _number  # noqa: F401  (imported from here by tests)
 
@@ -152,32 +151,15 @@ class Exercise:
     def _run(self, fn: Callable[..., Any], case: Case, i: int) -> _Outcome | str:
         """Call ``fn`` on a copy of the case; a string is a verdict that needs no comparison."""
         args = _clone(case.args)
-        default_dtype = torch.get_default_dtype()
         watch = _Watch(self.forbidden, args) if self.forbidden else None
-        value, error = None, None
-        timer, grad_changed = _Timer(), False
-        try:
-            with torch.enable_grad(), (watch or _nothing()):
-                try:
-                    with _time_limit(self.time_limit_s) as timer:
-                        value = fn(*args)
-                finally:
-                    grad_changed = not torch.is_grad_enabled()  # leaving enable_grad restores the caller's mode
-        except KeyboardInterrupt:
-            raise
-        except _Timeout:
-            timer.fired = True
-        except BaseException as e:  # the learner's bug (SystemExit included), reported kindly
-            error = e
-        finally:
-            dtype_changed = torch.get_default_dtype() != default_dtype
-            torch.set_default_dtype(default_dtype)
-        side_effect = _global_side_effect(grad_changed, dtype_changed, default_dtype)
+        call = _call_learner(fn, args, self.time_limit_s, watch)
+        value, error = call.value, call.error
+        side_effect = _global_side_effect(call.grad_changed, call.dtype_changed, torch.get_default_dtype())
         if side_effect is not None:
             return side_effect
         if isinstance(error, NotImplementedError):
             return f"{NOT_DONE}——把 NotImplementedError 那一行换成你的实现，再运行本单元。"
-        if timer.fired:
+        if call.timed_out:
             return f"第 {i} 组测试运行超过 {self.time_limit_s:g} 秒，可能有死循环（超时无法被 try/except 吞掉）。"
         if isinstance(error, SystemExit):
             return "你的函数调用了 exit()（抛出了 SystemExit）：请删掉 sys.exit / exit / quit，用 return 返回结果。"

@@ -74,6 +74,43 @@ def _nothing() -> Iterator[None]:
     yield
 
 
+@dataclass
+class _Call:
+    """One guarded call of the learner's function: what it returned or raised, and what it disturbed."""
+
+    value: Any = None
+    error: BaseException | None = None
+    timed_out: bool = False
+    grad_changed: bool = False  # it turned grad mode off
+    dtype_changed: bool = False  # it changed torch's default dtype
+
+
+def _call_learner(fn: Callable[..., Any], args: tuple, time_limit_s: float, watch: Any = None) -> _Call:
+    """``fn(*args)`` with grad enabled, under the time limit and ``watch``; the default dtype and the caller's
+    grad mode are restored. Never raises, except ``KeyboardInterrupt`` (the learner's bugs, ``SystemExit``
+    included, come back in ``error``). Shared by ``Exercise`` and the chapter 13 quiz."""
+    default_dtype = torch.get_default_dtype()
+    call, timer = _Call(), _Timer()
+    try:
+        with torch.enable_grad(), (watch or _nothing()):
+            try:
+                with _time_limit(time_limit_s) as timer:
+                    call.value = fn(*args)
+            finally:
+                call.grad_changed = not torch.is_grad_enabled()  # leaving enable_grad restores the caller's mode
+    except KeyboardInterrupt:
+        raise
+    except _Timeout:
+        timer.fired = True
+    except BaseException as e:  # the learner's bug (SystemExit included), reported kindly
+        call.error = e
+    finally:
+        call.dtype_changed = torch.get_default_dtype() != default_dtype
+        torch.set_default_dtype(default_dtype)
+    call.timed_out = timer.fired
+    return call
+
+
 # ---- watching what the learner's code calls ---------------------------------------------------
 
 _EXERCISES_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep

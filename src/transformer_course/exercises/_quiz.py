@@ -8,9 +8,8 @@ import re
 import sys
 from typing import Any, Mapping
 
-import torch
-
-from ._core import NOT_DONE, PASS, Verdict, _time_limit, _Timeout, _Timer
+from ._core import NOT_DONE, PASS, Verdict
+from ._guards import _call_learner
 
 LETTERS = ("A", "B", "C", "D")
 
@@ -62,28 +61,15 @@ class Review:
         if not callable(fn):
             return Verdict(False, f"{self.name}：请传入你写的函数本身（不要加括号调用它），"
                                   f"收到的是 {type(fn).__name__}。")
-        default_dtype, grad = torch.get_default_dtype(), torch.is_grad_enabled()
-        answers, error, timer = None, None, _Timer()
-        try:
-            with _time_limit(5.0) as timer:
-                answers = fn()
-        except KeyboardInterrupt:
-            raise
-        except _Timeout:
-            timer.fired = True
-        except BaseException as e:  # the learner's bug (SystemExit included), reported kindly
-            error = e
-        finally:
-            changed = torch.get_default_dtype() != default_dtype or torch.is_grad_enabled() != grad
-            torch.set_default_dtype(default_dtype)
-            torch.set_grad_enabled(grad)
-        if changed:
+        call = _call_learner(fn, (), 5.0)
+        answers, error = call.value, call.error
+        if call.grad_changed or call.dtype_changed:
             return Verdict(False, f"{self.name}：你的函数改动了 torch 的全局设置（默认 dtype 或梯度开关），"
                                   "检查器已把它恢复；这里只需要返回答案字典。")
         if isinstance(error, NotImplementedError):
             return Verdict(False, f"{self.name}：{NOT_DONE}——"
                                   "把 NotImplementedError 那一行换成 return {题号: 选项字母, ...}，再运行本单元。")
-        if timer.fired:
+        if call.timed_out:
             return Verdict(False, f"{self.name}：你的函数运行超过 5 秒，可能有死循环（超时无法被 try/except 吞掉）。")
         if isinstance(error, SystemExit):
             return Verdict(False, f"{self.name}：你的函数调用了 exit()（抛出了 SystemExit）："
