@@ -28,22 +28,21 @@ def _pair_cases() -> list[tuple[Tensor, int]]:
     return cases + [(torch.tensor([8, 0]), 9)]
 
 
-def _pair_counts(ids: Tensor, vocab_size: int, *, step: int = 1, accumulate: bool = True,
-                 transpose: bool = False, wrap: bool = False, drop_last: bool = False) -> Tensor:
-    first, second = ids[:-1:step], ids[1::step]
-    if drop_last:  # range(len(ids) - 2): one pair short
-        first, second = ids[:-2], ids[1:-1]
-    if wrap:  # also the pair (last, first), as torch.roll would give
-        first, second = ids, torch.roll(ids, -1)
-    if transpose:
-        first, second = second, first
-    counts = torch.zeros(vocab_size, vocab_size)
-    ones = torch.ones(len(first))
-    return counts.index_put_((first, second), ones, accumulate=accumulate)  # (V, V)
-
-
 def _pair_reference(ids: Tensor, vocab_size: int) -> Tensor:
-    return _pair_counts(ids, vocab_size)
+    counts = torch.zeros(vocab_size, vocab_size)  # (V, V): row = left token, column = right token
+    return counts.index_put_((ids[:-1], ids[1:]), torch.ones(len(ids) - 1), accumulate=True)
+
+
+# The mistakes: a wrong choice of pairs counted by ``_count``, or a count that does not add up.
+def _count(first: Tensor, second: Tensor, vocab_size: int) -> Tensor:
+    """How often ``(first[n], second[n])`` occurs, ``(V, V)``."""
+    return torch.zeros(vocab_size, vocab_size).index_put_((first, second), torch.ones(len(first)), accumulate=True)
+
+
+def _counted_once(ids: Tensor, vocab_size: int) -> Tensor:
+    counts = torch.zeros(vocab_size, vocab_size)
+    counts[ids[:-1], ids[1:]] += 1  # a repeated pair is written once, not added up
+    return counts
 
 
 PAIR_COUNTS = Exercise(
@@ -53,16 +52,16 @@ PAIR_COUNTS = Exercise(
     mistakes=(
         Mistake("重复出现的 pair 只记了一次：counts[a, b] += 1 遇到重复下标不会累加。"
                 "用 index_put_(..., accumulate=True)，或老老实实写循环。",
-                lambda ids, v: _pair_counts(ids, v, accumulate=False)),
+                _counted_once),
         Mistake("行列反了：counts[a, b] 数的是「a 后面紧跟 b」，行是左边的 token，列是右边的 token。",
-                lambda ids, v: _pair_counts(ids, v, transpose=True)),
+                lambda ids, v: _count(ids[1:], ids[:-1], v)),
         Mistake("相邻的 pair 是重叠的：[a, b, c] 里有 (a, b) 和 (b, c) 两对，你按两个一组切开，漏掉了一半。",
-                lambda ids, v: _pair_counts(ids, v, step=2)),
+                lambda ids, v: _count(ids[:-1:2], ids[1::2], v)),
         Mistake("多数了一对：最后一个 token 后面没有东西，不能和第一个 token 配对（torch.roll 会绕回开头）。",
-                lambda ids, v: _pair_counts(ids, v, wrap=True)),
+                lambda ids, v: _count(ids, torch.roll(ids, -1), v)),
         Mistake("漏了最后一对：N 个 token 有 N−1 个相邻对（循环是 range(len(ids) - 1)），"
                 "最后一对 (ids[-2], ids[-1]) 也要数。",
-                lambda ids, v: _pair_counts(ids, v, drop_last=True)),
+                lambda ids, v: _count(ids[:-2], ids[1:-1], v)),
     ),
 )
 check_pair_counts = PAIR_COUNTS.check
@@ -79,13 +78,9 @@ def _embed_cases() -> list[tuple[Tensor, Tensor]]:
     return cases + [(torch.tensor([[0, 7, 3], [7, 0, 0]]), torch.randn(8, 4, generator=g))]
 
 
-def _embed(ids: Tensor, weight: Tensor, *, shift: int = 0, num_classes: bool = True, cast: bool = True) -> Tensor:
-    one_hot = F.one_hot(ids + shift, num_classes=weight.shape[0] if num_classes else -1)  # (B, T, V)
-    return (one_hot.to(weight.dtype) if cast else one_hot) @ weight  # (B, T, C)
-
-
 def _embed_reference(ids: Tensor, weight: Tensor) -> Tensor:
-    return _embed(ids, weight)
+    one_hot = F.one_hot(ids, num_classes=weight.shape[0]).to(weight.dtype)  # (B, T, V)
+    return one_hot @ weight  # (B, T, C)
 
 
 EMBED = Exercise(
@@ -98,14 +93,14 @@ EMBED = Exercise(
                 lambda ids, w: w[: ids.shape[1]].expand(ids.shape[0], -1, -1)),
         Mistake("查表本身不缩放：one_hot @ weight 就是答案。原始 Transformer 在 embedding 之后乘 √d_model，"
                 "那是模型里另外的一步。",
-                lambda ids, w: _embed(ids, w) * w.shape[1] ** 0.5),
+                lambda ids, w: F.one_hot(ids, num_classes=w.shape[0]).to(w.dtype) @ w * w.shape[1] ** 0.5),
         Mistake("差了一行：token_id 从 0 开始编号，第 i 个 token 对应 weight 的第 i 行，不要加 1。",
-                lambda ids, w: _embed(ids, w, shift=1)),
+                lambda ids, w: F.one_hot(ids + 1, num_classes=w.shape[0]).to(w.dtype) @ w),
         Mistake("F.one_hot 要写 num_classes=weight.shape[0]：不写时类别数是 ids.max() + 1，只有词表最后一个 token "
                 "恰好出现时形状才对得上。",
-                lambda ids, w: _embed(ids, w, num_classes=False)),
+                lambda ids, w: F.one_hot(ids).to(w.dtype) @ w),
         Mistake("F.one_hot 返回的是整数张量：先 .to(weight.dtype)（或 .float()），再与 weight 做矩阵乘法。",
-                lambda ids, w: _embed(ids, w, cast=False)),
+                lambda ids, w: F.one_hot(ids, num_classes=w.shape[0]) @ w),
     ),
     forbidden=(
         Forbidden("本题要求用 one-hot 乘矩阵来查表，不要用索引 weight[ids]、index_select 或 nn.Embedding",
@@ -132,17 +127,28 @@ def _grad_cases() -> list[tuple[Tensor, Tensor, int]]:
     return cases
 
 
-def _emb_grad(grad_out: Tensor, ids: Tensor, vocab_size: int, *, how: str = "sum", shift: int = 0) -> Tensor:
-    flat_ids, flat_grad = ids.reshape(-1) + shift, grad_out.reshape(-1, grad_out.shape[-1])  # (B·T,), (B·T, C)
+def _grad_reference(grad_out: Tensor, ids: Tensor, vocab_size: int) -> Tensor:
+    grad = torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype)  # (V, C)
+    # row ids[b, t] gets grad_out[b, t]; a repeated id adds up its gradients
+    return grad.index_add_(0, ids.reshape(-1), grad_out.reshape(-1, grad_out.shape[-1]))
+
+
+# The mistakes: ``_add_rows`` adds gradient rows into a (V, C) table; each mistake adds the wrong ones, or does not add.
+def _add_rows(grad_out: Tensor, ids: Tensor, vocab_size: int) -> Tensor:
+    """Row ``ids[b, t]`` of a zero ``(V, C)`` table plus ``grad_out[b, t]``, for every b, t."""
+    table = torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype)
+    return table.index_add_(0, ids.reshape(-1), grad_out.reshape(-1, grad_out.shape[-1]))
+
+
+def _overwritten(grad_out: Tensor, ids: Tensor, vocab_size: int) -> Tensor:
     grad = torch.zeros(vocab_size, grad_out.shape[-1], dtype=grad_out.dtype)
-    if how == "overwrite":
-        grad[flat_ids] = flat_grad  # a repeated id keeps only one of its gradients
-        return grad
-    grad.index_add_(0, flat_ids, flat_grad)  # (V, C)
-    if how == "mean":
-        counts = torch.bincount(flat_ids, minlength=vocab_size).clamp(min=1)
-        return grad / counts[:, None]
+    grad[ids.reshape(-1)] = grad_out.reshape(-1, grad_out.shape[-1])  # a repeated id keeps only one of its gradients
     return grad
+
+
+def _averaged(grad_out: Tensor, ids: Tensor, vocab_size: int) -> Tensor:
+    counts = torch.bincount(ids.reshape(-1), minlength=vocab_size).clamp(min=1)  # (V,): occurrences of each id
+    return _add_rows(grad_out, ids, vocab_size) / counts[:, None]  # the mean, not the sum
 
 
 def _grad_everywhere(grad_out: Tensor, vocab_size: int) -> Tensor:
@@ -155,10 +161,6 @@ def _autograd_grad(grad_out: Tensor, ids: Tensor, vocab_size: int) -> Tensor:
     return weight.grad
 
 
-def _grad_reference(grad_out: Tensor, ids: Tensor, vocab_size: int) -> Tensor:
-    return _emb_grad(grad_out, ids, vocab_size)
-
-
 EMBED_GRAD = Exercise(
     name="embedding_grad",
     reference=_grad_reference,
@@ -166,15 +168,15 @@ EMBED_GRAD = Exercise(
     mistakes=(
         Mistake("同一个 token 出现多次时，它的梯度要 **相加**：grad[ids] = ... 会让后写的覆盖先写的。"
                 "用 index_add_，或循环累加。",
-                lambda go, ids, v: _emb_grad(go, ids, v, how="overwrite")),
+                _overwritten),
         Mistake("不要取平均：损失对 weight[i] 的梯度是 token i 每次出现处梯度之 **和**。",
-                lambda go, ids, v: _emb_grad(go, ids, v, how="mean")),
+                _averaged),
         Mistake("没有出现的 token 梯度应为 0：只有被查到的行参与了计算，你把梯度加到了每一行上。",
                 lambda go, ids, v: _grad_everywhere(go, v)),
         Mistake("batch 里的每条序列都要算上：你只用了第一条序列。",
-                lambda go, ids, v: _emb_grad(go[:1], ids[:1], v)),
+                lambda go, ids, v: _add_rows(go[:1], ids[:1], v)),
         Mistake("差了一行：token_id 从 0 开始编号，token i 的梯度加到第 i 行，不要加 1。",
-                lambda go, ids, v: _emb_grad(go, ids, v, shift=1)),
+                lambda go, ids, v: _add_rows(go, ids + 1, v)),
     ),
     forbidden=(
         Forbidden("本题要求按公式手算梯度，不要调用 autograd（.backward()、torch.autograd.grad）",
