@@ -58,6 +58,10 @@ def _scores(q: Tensor, k: Tensor, scale: float) -> Tensor:
     return q @ k.transpose(-2, -1) * scale  # (B, Tq, Tk)
 
 
+def _scaled(q: Tensor, k: Tensor) -> Tensor:
+    return _scores(q, k, q.shape[-1] ** -0.5)  # (B, Tq, Tk): divided by √d_k
+
+
 def _weighted(w: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
     return w @ v, w
 
@@ -82,7 +86,7 @@ ATTENTION = Exercise(
         Mistake("缩放放错了位置：要先除以 √d_k 再做 softmax，而不是对 softmax 的结果缩放。",
                 lambda q, k, v: _weighted(torch.softmax(_scores(q, k, 1.0), dim=-1) / math.sqrt(q.shape[-1]), v)),
         Mistake("输出应是权重对 V 的加权和（weights @ v），你似乎乘的是 K。",
-                lambda q, k, v: (lambda o, w: (w @ k, w))(*scaled_dot_product_attention(q, k, v))),
+                lambda q, k, v: _weighted(torch.softmax(_scaled(q, k), dim=-1), k)),  # weights @ k
         Mistake("缩放因子差了一点：除以 √d_k（d_k = q.shape[-1]），你的结果像是除以了 √(d_k + 1)。",
                 lambda q, k, v: _weighted(torch.softmax(_scores(q, k, (q.shape[-1] + 1) ** -0.5), dim=-1), v)),
         Mistake(NAIVE_HINT, lambda q, k, v: _weighted(naive_softmax(_scores(q, k, q.shape[-1] ** -0.5)), v)),
@@ -112,14 +116,8 @@ def _causal_reference(q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
     return scaled_dot_product_attention(q, k, v, mask=causal_mask(q.shape[-2]))
 
 
-def _masked_scores(q: Tensor, k: Tensor, mask: Tensor, fill: float, scale: float | None = None) -> Tensor:
-    scale = q.shape[-1] ** -0.5 if scale is None else scale
-    return _scores(q, k, scale).masked_fill(~mask, fill)
-
-
-def _tri(q: Tensor, diagonal: int, upper: bool = False) -> Tensor:
-    ones = torch.ones(q.shape[-2], q.shape[-2], dtype=torch.bool)
-    return ones.triu(diagonal) if upper else ones.tril(diagonal)
+def _square(q: Tensor) -> Tensor:
+    return torch.ones(q.shape[-2], q.shape[-2], dtype=torch.bool)  # (T, T), all True: cut it with tril / triu
 
 
 CAUSAL = Exercise(
@@ -130,20 +128,23 @@ CAUSAL = Exercise(
         Mistake("掩码加在了 softmax 之后：未来位置的权重虽被乘成 0，但 softmax 的分母里仍有未来位置的分数，"
                 "输出会随未来的 token 变化（因果性被破坏），每行权重之和也不再是 1。"
                 "应在 softmax 之前把未来位置的分数设为 -inf。",
-                lambda q, k, v: _weighted(torch.softmax(_scores(q, k, q.shape[-1] ** -0.5), -1) * _tri(q, 0), v)),
+                lambda q, k, v: _weighted(torch.softmax(_scaled(q, k), -1) * _square(q).tril(), v)),
         Mistake("被遮住的分数应设为 -inf，而不是 0：e^0 = 1，未来位置仍然分到了权重。",
-                lambda q, k, v: _weighted(torch.softmax(_masked_scores(q, k, _tri(q, 0), 0.0), -1), v)),
+                lambda q, k, v: _weighted(torch.softmax(_scaled(q, k).masked_fill(~_square(q).tril(), 0.0), -1), v)),
         Mistake("掩码方向反了：query i 只能看 j ≤ i（下三角，torch.tril），你保留的是上三角（未来）。",
                 lambda q, k, v: _weighted(
-                    torch.softmax(_masked_scores(q, k, _tri(q, 0, upper=True), float("-inf")), -1), v)),
+                    torch.softmax(_scaled(q, k).masked_fill(~_square(q).triu(), -math.inf), -1), v)),
         Mistake("对角线也应保留：每个位置可以关注它自己（j = i），请用 tril(diagonal=0)。",
-                lambda q, k, v: _weighted(torch.softmax(_masked_scores(q, k, _tri(q, -1), float("-inf")), -1), v)),
+                lambda q, k, v: _weighted(
+                    torch.softmax(_scaled(q, k).masked_fill(~_square(q).tril(-1), -math.inf), -1), v)),
         Mistake("缺少缩放：softmax 之前要把分数除以 √d_k。",
-                lambda q, k, v: _weighted(torch.softmax(_masked_scores(q, k, _tri(q, 0), float("-inf"), 1.0), -1), v)),
+                lambda q, k, v: _weighted(
+                    torch.softmax(_scores(q, k, 1.0).masked_fill(~_square(q).tril(), -math.inf), -1), v)),
         Mistake("掩码多放进了一个位置：tril(diagonal=1) 让 query i 看到了下一个 token i+1；应是 tril(diagonal=0)。",
-                lambda q, k, v: _weighted(torch.softmax(_masked_scores(q, k, _tri(q, 1), float("-inf")), -1), v)),
+                lambda q, k, v: _weighted(
+                    torch.softmax(_scaled(q, k).masked_fill(~_square(q).tril(1), -math.inf), -1), v)),
         Mistake(NAIVE_HINT,
-                lambda q, k, v: _weighted(naive_softmax(_masked_scores(q, k, _tri(q, 0), float("-inf"))), v)),
+                lambda q, k, v: _weighted(naive_softmax(_scaled(q, k).masked_fill(~_square(q).tril(), -math.inf)), v)),
     ),
     forbidden=(
         Forbidden("本题要求自己构造因果掩码（torch.tril）并写出注意力，不要调用 F.scaled_dot_product_attention",
@@ -171,16 +172,19 @@ def _cross_cases() -> list[tuple | Case]:
     return cases + [Case(large, atol=LARGE_ATOL, note=LARGE_NOTE)]
 
 
-def _cross(x_q: Tensor, x_kv: Tensor, w_q: Tensor, w_k: Tensor, w_v: Tensor, scale: float | None = None,
-           softmax=None) -> Tensor:
-    q, k, v = x_q @ w_q, x_kv @ w_k, x_kv @ w_v  # (B, Tq, d_k), (B, Tk, d_k), (B, Tk, d_v)
-    if softmax is not None:
-        return softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5) @ v
-    return scaled_dot_product_attention(q, k, v, scale=scale)[0]
-
-
 def _cross_reference(x_dec: Tensor, x_enc: Tensor, w_q: Tensor, w_k: Tensor, w_v: Tensor) -> Tensor:
-    return _cross(x_dec, x_enc, w_q, w_k, w_v)
+    q, k, v = x_dec @ w_q, x_enc @ w_k, x_enc @ w_v  # (B, T_dec, d_k), (B, T_enc, d_k), (B, T_enc, d_v)
+    return scaled_dot_product_attention(q, k, v)[0]  # (B, T_dec, d_v)
+
+
+# The mistakes: projections of the wrong inputs, or the wrong scale, given to the neutral ``_attend``.
+def _attend(q: Tensor, k: Tensor, v: Tensor, scale: float) -> Tensor:
+    return torch.softmax(_scores(q, k, scale), dim=-1) @ v  # (B, Tq, d_v)
+
+
+def _naive_cross(x_dec: Tensor, x_enc: Tensor, w_q: Tensor, w_k: Tensor, w_v: Tensor) -> Tensor:
+    q, k, v = x_dec @ w_q, x_enc @ w_k, x_enc @ w_v
+    return naive_softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5) @ v  # exp of scores in the hundreds: inf
 
 
 CROSS = Exercise(
@@ -190,16 +194,16 @@ CROSS = Exercise(
     atol=1e-4,  # projections make scores of ~10: float32 rounds the output to ~3e-6
     mistakes=(
         Mistake("来源弄反了：Q 应来自 decoder（x_dec），K 和 V 来自 encoder（x_enc）。输出长度应等于 decoder 的长度。",
-                lambda xd, xe, wq, wk, wv: _cross(xe, xd, wq, wk, wv)),
+                lambda xd, xe, wq, wk, wv: _attend(xe @ wq, xd @ wk, xd @ wv, wq.shape[-1] ** -0.5)),
         Mistake("这是 decoder 的自注意力：cross-attention 的 K、V 要由 encoder 的输出 x_enc 投影得到。",
-                lambda xd, xe, wq, wk, wv: _cross(xd, xd, wq, wk, wv)),
+                lambda xd, xe, wq, wk, wv: _attend(xd @ wq, xd @ wk, xd @ wv, wq.shape[-1] ** -0.5)),
         Mistake("K 应由 w_k 投影，而你用了 w_q：Q 和 K 是两个独立学习的矩阵。",
-                lambda xd, xe, wq, wk, wv: _cross(xd, xe, wq, wq, wv)),
+                lambda xd, xe, wq, wk, wv: _attend(xd @ wq, xe @ wq, xe @ wv, wq.shape[-1] ** -0.5)),
         Mistake("缺少缩放：softmax 之前要把分数除以 √d_k。",
-                lambda xd, xe, wq, wk, wv: _cross(xd, xe, wq, wk, wv, scale=1.0)),
+                lambda xd, xe, wq, wk, wv: _attend(xd @ wq, xe @ wk, xe @ wv, 1.0)),
         Mistake("缩放因子要用投影之后的维度 d_k（= w_q.shape[-1]），不是 d_model：除以 √d_k。",
-                lambda xd, xe, wq, wk, wv: _cross(xd, xe, wq, wk, wv, scale=xd.shape[-1] ** -0.5)),
-        Mistake(NAIVE_HINT, lambda xd, xe, wq, wk, wv: _cross(xd, xe, wq, wk, wv, softmax=naive_softmax)),
+                lambda xd, xe, wq, wk, wv: _attend(xd @ wq, xe @ wk, xe @ wv, xd.shape[-1] ** -0.5)),
+        Mistake(NAIVE_HINT, _naive_cross),
     ),
 )
 check_cross_attention = CROSS.check
