@@ -7,6 +7,8 @@ scores in the hundreds, the shortest sequence; the last ordinary case is the fir
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import Tensor
 
@@ -97,27 +99,30 @@ def _mha_cases() -> list[tuple | Case]:
     return cases + [Case(large, atol=LARGE_ATOL, note=LARGE_NOTE)]
 
 
-def _mha(x: Tensor, w_qkv: Tensor, w_o: Tensor, n_heads: int, *, split=split_heads,
-         merge=merge_heads, scale: float | None = None, dim: int = -1,
-         project: bool = True, softmax=torch.softmax) -> Tensor:
-    C = x.shape[-1]
-    q, k, v = (split(t, n_heads) for t in (x @ w_qkv).split(C, dim=-1))  # (B, H, T, d_head)
-    scale = q.shape[-1] ** -0.5 if scale is None else scale
-    weights = softmax(q @ k.transpose(-2, -1) * scale, dim=dim)   # (B, H, T, T)
-    concat = merge(weights @ v)  # (B, T, C)
-    return concat @ w_o if project else concat
-
-
-def _heads(x: Tensor, w_qkv: Tensor, n_heads: int, split, fused: bool = False) -> Tensor:
-    """Every head's attention output ``(B, H, T, d_head)``, the heads cut by ``split``."""
-    q, k, v = (split(t, n_heads) for t in (x @ w_qkv).split(x.shape[-1], dim=-1))
-    if fused:
-        return F.scaled_dot_product_attention(q, k, v)
-    return torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1) @ v
-
-
 def _mha_reference(x: Tensor, w_qkv: Tensor, w_o: Tensor, n_heads: int) -> Tensor:
-    return _mha(x, w_qkv, w_o, n_heads)
+    q, k, v = (split_heads(t, n_heads) for t in (x @ w_qkv).split(x.shape[-1], dim=-1))  # (B, H, T, d_head) each
+    weights = torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1)  # (B, H, T, T)
+    return merge_heads(weights @ v) @ w_o  # (B, T, C)
+
+
+# The mistakes: heads cut by a given ``split``, each head's output ``weights(q, k) @ v`` (``_per_head``); a
+# mistake gives the wrong split or the wrong weights, or merges and projects wrongly.
+def _qkv(x: Tensor, w_qkv: Tensor, n_heads: int, split: Callable[[Tensor, int], Tensor]) -> tuple[Tensor, ...]:
+    return tuple(split(t, n_heads) for t in (x @ w_qkv).split(x.shape[-1], dim=-1))  # 3 × (B, H, T, d_head)
+
+
+def _per_head(x: Tensor, w_qkv: Tensor, n_heads: int, split: Callable[[Tensor, int], Tensor],
+              weights: Callable[[Tensor, Tensor], Tensor]) -> Tensor:
+    q, k, v = _qkv(x, w_qkv, n_heads, split)
+    return weights(q, k) @ v  # (B, H, T, d_head)
+
+
+def _scores(q: Tensor, k: Tensor, scale: float) -> Tensor:
+    return q @ k.transpose(-2, -1) * scale  # (B, H, T, T)
+
+
+def _softmax_weights(q: Tensor, k: Tensor) -> Tensor:
+    return torch.softmax(_scores(q, k, q.shape[-1] ** -0.5), dim=-1)  # (B, H, T, T)
 
 
 MHA = Exercise(
@@ -126,27 +131,33 @@ MHA = Exercise(
     make_cases=_mha_cases,
     mistakes=(
         Mistake("拼接之后还要乘 W_O（concat @ w_o）：没有它，头之间永远不交流。",
-                lambda x, w, o, h: _mha(x, w, o, h, project=False)),
+                lambda x, w, o, h: merge_heads(_per_head(x, w, h, split_heads, _softmax_weights))),  # no @ o
         Mistake("缩放因子要用每个头的维度：除以 √d_head（= √(C/H)），而不是 √C。",
-                lambda x, w, o, h: _mha(x, w, o, h, scale=x.shape[-1] ** -0.5)),
+                lambda x, w, o, h: merge_heads(_per_head(x, w, h, split_heads, lambda q, k: torch.softmax(
+                    _scores(q, k, x.shape[-1] ** -0.5), dim=-1))) @ o),
         Mistake("切分头时不能直接 view 成 (B, H, T, d_head)：先 view 成 (B, T, H, d_head) 再 transpose(1, 2)，"
                 "拼接时反过来。",
-                lambda x, w, o, h: _mha(x, w, o, h, split=_split_view, merge=_merge_view)),
+                lambda x, w, o, h: _merge_view(_per_head(x, w, h, _split_view, _softmax_weights)) @ o),
         Mistake("每个头应拿连续的 d_head 个特征，你的切分是交错的（view 成 (B, T, d_head, H) 了）。",
-                lambda x, w, o, h: _mha(x, w, o, h, split=_split_interleaved, merge=_merge_interleaved)),
+                lambda x, w, o, h: _merge_interleaved(_per_head(x, w, h, _split_interleaved, _softmax_weights)) @ o),
         Mistake("softmax 的维度不对：每个 query 的权重要在所有 key 上归一化，即 dim=-1。",
-                lambda x, w, o, h: _mha(x, w, o, h, dim=-2)),
+                lambda x, w, o, h: merge_heads(_per_head(x, w, h, split_heads, lambda q, k: torch.softmax(
+                    _scores(q, k, q.shape[-1] ** -0.5), dim=-2))) @ o),
         Mistake("缩放因子差了一点：除以 √d_head（d_head = C // H），你的结果像是除以了 √(d_head + 1)。",
-                lambda x, w, o, h: _mha(x, w, o, h, scale=(x.shape[-1] // h + 1) ** -0.5)),
-        Mistake(NAIVE_HINT, lambda x, w, o, h: _mha(x, w, o, h, softmax=naive_softmax)),
+                lambda x, w, o, h: merge_heads(_per_head(x, w, h, split_heads, lambda q, k: torch.softmax(
+                    _scores(q, k, (x.shape[-1] // h + 1) ** -0.5), dim=-1))) @ o),
+        Mistake(NAIVE_HINT, lambda x, w, o, h: merge_heads(_per_head(x, w, h, split_heads, lambda q, k: naive_softmax(
+            _scores(q, k, q.shape[-1] ** -0.5)))) @ o),
     ),
     forbidden=(
         Forbidden("本题要求只用 torch 的基本运算（可以用你自己写的 split_heads），不要调用课程包（tc.*）",
-                  course=True, example=lambda x, w, o, h: course.merge_heads(_heads(x, w, h, course.split_heads)) @ o),
+                  course=True, example=lambda x, w, o, h: course.merge_heads(
+                      _per_head(x, w, h, course.split_heads, _softmax_weights)) @ o),
         Forbidden("本题要求只用 torch 的基本运算写出多头注意力，"
                   "不要调用 F.scaled_dot_product_attention 或 nn.MultiheadAttention",
                   functions=(F.scaled_dot_product_attention, F.multi_head_attention_forward),
-                  example=lambda x, w, o, h: merge_heads(_heads(x, w, h, split_heads, fused=True)) @ o),
+                  example=lambda x, w, o, h: merge_heads(
+                      F.scaled_dot_product_attention(*_qkv(x, w, h, split_heads))) @ o),
     ),
 )
 check_multi_head_attention = MHA.check
@@ -164,19 +175,15 @@ def _prev_reference(weights: Tensor) -> Tensor:
     return weights.diagonal(offset=-1, dim1=-2, dim2=-1).mean(dim=(0, 2))  # (H,)
 
 
-def _diag_mean(weights: Tensor, offset: int) -> Tensor:
-    return weights.diagonal(offset=offset, dim1=-2, dim2=-1).mean(dim=(0, 2))
-
-
 PREVIOUS = Exercise(
     name="previous_token_score",
     reference=_prev_reference,
     make_cases=_prev_cases,
     mistakes=(
         Mistake("你量的是「看后一个」：query i 看前一个是 weights[..., i, i-1]，在对角线下方（diagonal(offset=-1)）。",
-                lambda w: _diag_mean(w, 1)),
+                lambda w: w.diagonal(offset=1, dim1=-2, dim2=-1).mean(dim=(0, 2))),
         Mistake("你量的是「看自己」（对角线）：前一个位置在对角线下方一格，offset=-1。",
-                lambda w: _diag_mean(w, 0)),
+                lambda w: w.diagonal(offset=0, dim1=-2, dim2=-1).mean(dim=(0, 2))),
         Mistake("第 0 个 query 没有前一个位置，不该计入平均：只对 i ≥ 1 的 T−1 个 query 取平均。",
                 lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).sum(dim=(0, 2)) / (w.shape[0] * w.shape[-1])),
         Mistake("要的是平均比例（0 到 1 之间），不是总和：对批次和 query 取 mean。",
