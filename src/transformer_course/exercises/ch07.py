@@ -26,14 +26,13 @@ def _ffn_cases() -> list[tuple[Tensor, ...]]:
     ]
 
 
-def _ffn(x: Tensor, w1: Tensor, b1: Tensor | None, w2: Tensor, b2: Tensor | None, act=F.gelu) -> Tensor:
-    h = x @ w1 if b1 is None else x @ w1 + b1  # (B, T, d_ff): expand
-    out = act(h) @ w2  # (B, T, C): compress
-    return out if b2 is None else out + b2
-
-
 def _ffn_reference(x: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor) -> Tensor:
-    return _ffn(x, w1, b1, w2, b2)
+    return F.gelu(x @ w1 + b1) @ w2 + b2  # (B, T, d_ff): expand, exact GELU; then (B, T, C): compress
+
+
+def _sigmoid_gelu(x: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor) -> Tensor:
+    h = x @ w1 + b1  # (B, T, d_ff)
+    return (h * torch.sigmoid(1.702 * h)) @ w2 + b2  # x·σ(1.702x), not x·Φ(x)
 
 
 FFN = Exercise(
@@ -42,20 +41,20 @@ FFN = Exercise(
     make_cases=_ffn_cases,
     mistakes=(
         Mistake("缺少激活函数：没有 σ，两层线性变换合起来仍然只是一个线性变换。",
-                lambda x, w1, b1, w2, b2: _ffn(x, w1, b1, w2, b2, act=lambda h: h)),
+                lambda x, w1, b1, w2, b2: (x @ w1 + b1) @ w2 + b2),
         Mistake("激活函数用错了：本题要求 GELU（F.gelu），你用的是 ReLU。",
-                lambda x, w1, b1, w2, b2: _ffn(x, w1, b1, w2, b2, act=F.relu)),
+                lambda x, w1, b1, w2, b2: F.relu(x @ w1 + b1) @ w2 + b2),
         Mistake("GELU 用了 tanh 近似（GPT-2 的写法）；本题要求精确版本 F.gelu(h)，即 approximate='none'。",
-                lambda x, w1, b1, w2, b2: _ffn(x, w1, b1, w2, b2, act=lambda h: F.gelu(h, approximate="tanh"))),
+                lambda x, w1, b1, w2, b2: F.gelu(x @ w1 + b1, approximate="tanh") @ w2 + b2),
         Mistake("第二层之后不要再加激活：FFN 是 W2·σ(W1·x + b1) + b2，σ 只在升维之后用一次。",
-                lambda x, w1, b1, w2, b2: F.gelu(_ffn(x, w1, b1, w2, b2))),
+                lambda x, w1, b1, w2, b2: F.gelu(F.gelu(x @ w1 + b1) @ w2 + b2)),
         Mistake("忘了第一层的偏置 b1：σ 的输入是 x @ w1 + b1。",
-                lambda x, w1, b1, w2, b2: _ffn(x, w1, None, w2, b2)),
+                lambda x, w1, b1, w2, b2: F.gelu(x @ w1) @ w2 + b2),
         Mistake("忘了第二层的偏置 b2：输出是 GELU(x @ w1 + b1) @ w2 + b2。",
-                lambda x, w1, b1, w2, b2: _ffn(x, w1, b1, w2, None)),
+                lambda x, w1, b1, w2, b2: F.gelu(x @ w1 + b1) @ w2),
         Mistake("GELU 用了 sigmoid 近似 x·σ(1.702x)；"
                 "本题要求精确版本 F.gelu(h)（x·Φ(x)，Φ 是标准正态分布的累积分布函数）。",
-                lambda x, w1, b1, w2, b2: _ffn(x, w1, b1, w2, b2, act=lambda h: h * torch.sigmoid(1.702 * h))),
+                _sigmoid_gelu),
     ),
 )
 check_ffn = FFN.check
@@ -112,40 +111,48 @@ def _silence_cases() -> list[tuple[Tensor, ...]]:
     return cases
 
 
-def _relu_hidden(x: Tensor, w1: Tensor, b1: Tensor) -> Tensor:
-    return torch.relu(x @ w1 + b1)  # (N, d_ff)
-
-
 def _silence_reference(x: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor, neurons: Tensor) -> Tensor:
-    h = _relu_hidden(x, w1, b1)  # (N, d_ff)
+    h = torch.relu(x @ w1 + b1)  # (N, d_ff)
     keep = torch.ones(h.shape[-1], dtype=h.dtype, device=h.device)
     keep[neurons] = 0.0
     return (h * keep) @ w2 + b2  # (N, C)
 
 
-def _columns_only(x, w1, b1, w2, b2, neurons):
+# The mistakes: the hidden ReLU activations (``_relu_hidden``), then the wrong thing silenced.
+def _relu_hidden(x: Tensor, w1: Tensor, b1: Tensor) -> Tensor:
+    return torch.relu(x @ w1 + b1)  # (N, d_ff)
+
+
+def _columns_only(x: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor, neurons: Tensor) -> Tensor:
     w1 = w1.clone()
     w1[:, neurons] = 0.0  # the bias still feeds these neurons
     return _relu_hidden(x, w1, b1) @ w2 + b2
 
 
-def _input_dims(x, w1, b1, w2, b2, neurons):
+def _input_dims(x: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor, neurons: Tensor) -> Tensor:
     x = x.clone()
     x[:, neurons] = 0.0
     return _relu_hidden(x, w1, b1) @ w2 + b2
 
 
-def _output_dims(x, w1, b1, w2, b2, neurons):
+def _output_dims(x: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor, neurons: Tensor) -> Tensor:
     out = _relu_hidden(x, w1, b1) @ w2 + b2
     out[:, neurons] = 0.0
     return out
 
 
-def _inverted(x, w1, b1, w2, b2, neurons):
+def _inverted(x: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor, neurons: Tensor) -> Tensor:
     h = _relu_hidden(x, w1, b1)
     only = torch.zeros(h.shape[-1], dtype=h.dtype)
     only[neurons] = 1.0
     return (h * only) @ w2 + b2
+
+
+def _shifted_by_one(x: Tensor, w1: Tensor, b1: Tensor, w2: Tensor, b2: Tensor, neurons: Tensor) -> Tensor:
+    h = _relu_hidden(x, w1, b1)
+    keep = torch.ones(h.shape[-1], dtype=h.dtype)
+    keep[neurons + 1] = 0.0  # neuron i + 1 silenced instead of neuron i
+    return (h * keep) @ w2 + b2
 
 
 SILENCE = Exercise(
@@ -162,7 +169,7 @@ SILENCE = Exercise(
         Mistake("反了：应关掉列出的神经元、保留其余的，而你只保留了列出的那些。",
                 _inverted),
         Mistake("下标差了一：neurons 里的数就是隐藏层的下标（从 0 开始），不要加 1。",
-                lambda x, w1, b1, w2, b2, neurons: _silence_reference(x, w1, b1, w2, b2, neurons + 1)),
+                _shifted_by_one),
     ),
 )
 check_silence_neurons = SILENCE.check
