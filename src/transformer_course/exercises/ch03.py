@@ -18,11 +18,10 @@ from ._core import Case, Exercise, Forbidden, Mistake, randn as _randn
 from ._stability import LARGE_ATOL, LARGE_NOTE, NAIVE_HINT, naive_softmax
 
 
-def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
-                                 scale: float | None = None) -> tuple[Tensor, Tensor]:
+def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """The checkers' own attention (the learner may not call the course package, so neither may the
     reference that the generic wrong attempts are built from): ``(out, weights)``."""
-    scores = q @ k.transpose(-2, -1) * (q.shape[-1] ** -0.5 if scale is None else scale)  # (..., Tq, Tk)
+    scores = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5  # (..., Tq, Tk)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1)
