@@ -100,14 +100,17 @@ def cache_lines(cc: dict, m: dict) -> list[str]:
 
 
 def attention_lines(a: dict, m: dict) -> list[str]:
-    lines = ["## Attention: didactic vs `F.scaled_dot_product_attention` (1 × 12 heads × T × 64, causal)", "",
-             "| T | didactic ms | SDPA ms | didactic extra peak MiB | SDPA extra peak MiB |",
-             "| --- | --- | --- | --- | --- |"]
-    lines += [f"| {T} | {r['didactic']['ms']:.2f} | {r['sdpa']['ms']:.2f} | {r['didactic']['peak_mib']:.0f} | "
-              f"{r['sdpa']['peak_mib']:.0f} |" for T, r in a.items()]
+    kinds = {"didactic": "didactic", "tiled": "tiled (online softmax)", "sdpa": "SDPA"}
+    lines = ["## Attention: didactic, tiled and `F.scaled_dot_product_attention` (1 × 12 heads × T × 64, causal)",
+             "", "| T | " + " | ".join(f"{name} ms" for name in kinds.values()) + " | "
+             + " | ".join(f"{name} extra peak MiB" for name in kinds.values()) + " |",
+             "| --- " * (1 + 2 * len(kinds)) + "|"]
+    lines += [f"| {T} | " + " | ".join(f"{r[k]['ms']:.2f}" if k in r else "–" for k in kinds) + " | "
+              + " | ".join(f"{r[k]['peak_mib']:.0f}" if k in r else "–" for k in kinds) + " |" for T, r in a.items()]
     what = ("the CUDA allocator's peak above what was allocated before" if m["device"].startswith("cuda")
             else "growth of the process's peak resident memory")
-    return lines + ["", f"Peak: {what} while attention runs (a fresh process per length, SDPA first).", ""]
+    return lines + ["", f"Peak: {what} while attention runs (a fresh process per length, SDPA first; the tiled "
+                    "attention reads the keys in blocks of 128).", ""]
 
 
 def section_seconds_lines(took: dict, m: dict) -> list[str]:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import data, exercises, viz
-from .attention import causal_mask, padding_mask, scaled_dot_product_attention
+from .attention import causal_mask, padding_mask, scaled_dot_product_attention, tiled_attention
 from .block import PostNormResidual, PreNormResidual, TransformerBlock
 from .config import TransformerConfig
 from .ffn import FeedForward, SwiGLU
@@ -18,7 +18,8 @@ from .generate import (
     top_p_filter,
 )
 from .kv_cache import KVCache, kv_cache_bytes
-from .models import DecoderOnly, EncoderDecoder, EncoderOnly, TransformerStack, from_hf_gpt2, load_gpt2_state_dict
+from .hf import from_hf_gpt2, from_hf_llama, load_gpt2_state_dict, load_llama_state_dict
+from .models import DecoderOnly, EncoderDecoder, EncoderOnly, TransformerStack
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .norm import LayerNorm, RMSNorm
 from .positional import (
@@ -78,6 +79,7 @@ __all__ = [
     "exercises",
     "flops_by_op",
     "from_hf_gpt2",
+    "from_hf_llama",
     "generate",
     "generate_steps",
     "get_device",
@@ -85,6 +87,7 @@ __all__ = [
     "kv_cache_bytes",
     "lm_loss",
     "load_gpt2_state_dict",
+    "load_llama_state_dict",
     "merge_heads",
     "next_token",
     "padding_mask",
@@ -95,6 +98,7 @@ __all__ = [
     "set_seed",
     "sinusoidal_table",
     "split_heads",
+    "tiled_attention",
     "time_call",
     "top_k_filter",
     "top_p_filter",

@@ -28,6 +28,8 @@ class TransformerConfig:
         vocab_size: number of token ids ``V``.
         d_model: width ``C`` of the residual stream.
         n_heads: attention heads ``H``; must divide ``d_model`` (``d_head = d_model / n_heads``).
+        n_kv_heads: key/value heads of self-attention; ``None`` (the default) means ``n_heads`` (multi-head
+            attention); fewer, dividing ``n_heads``, is grouped-query attention (1: multi-query).
         n_layers: number of blocks.
         d_ff: hidden width of the feed-forward network (often ``4 · d_model``).
         max_len: the context length: learned positions exist only below it; the default KV cache size.
@@ -49,6 +51,7 @@ class TransformerConfig:
     vocab_size: int
     d_model: int
     n_heads: int
+    n_kv_heads: int | None = None
     n_layers: int
     d_ff: int
     max_len: int
@@ -75,6 +78,8 @@ class TransformerConfig:
         for name in ("bias", "tie_embeddings"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if self.n_kv_heads is not None and self.n_heads % check_int("n_kv_heads", self.n_kv_heads):
+            raise ValueError(f"n_kv_heads must divide n_heads={self.n_heads}, got n_kv_heads={self.n_kv_heads}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         if self.positional == "rope" and self.d_head % 2:

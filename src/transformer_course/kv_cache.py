@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 class KVCache:
     """Preallocated keys and values ``(n_layers, B, H, max_len, d_head)`` and one counter ``pos``.
 
+    ``n_heads`` counts K/V heads: the model's ``n_kv_heads`` (fewer than its query heads with
+    grouped-query attention); ``from_config`` takes it from the configuration.
+
     Example:
         >>> cache = KVCache(n_layers=2, batch_size=1, n_heads=3, d_head=4, max_len=10)
         >>> k, v = cache.layer(0).update(torch.ones(1, 3, 5, 4), torch.ones(1, 3, 5, 4))
@@ -66,7 +69,7 @@ class KVCache:
         return cls(
             n_layers=config.n_layers,
             batch_size=batch_size,
-            n_heads=config.n_heads,
+            n_heads=config.n_kv_heads or config.n_heads,  # K/V heads: fewer with grouped-query attention
             d_head=config.d_head,
             max_len=config.max_len if max_len is None else max_len,
             dtype=dtype,
@@ -146,10 +149,10 @@ def kv_cache_bytes(
 ) -> int:
     """Bytes to cache ``seq_len`` positions: ``2 (K, V) × layers × batch × kv heads × seq_len × d_head × bytes``.
 
-    The sizes come from ``config``; ``n_layers``, ``n_heads``, ``d_head`` given as numbers replace them
-    (with ``config=None`` all three are needed). ``n_kv_heads`` defaults to ``n_heads`` (multi-head
-    attention); a smaller value gives the size for grouped-query attention, where groups of query heads
-    share one K/V head.
+    The sizes come from ``config``; ``n_layers``, ``n_heads``, ``d_head``, ``n_kv_heads`` given as numbers
+    replace them (with ``config=None`` the first three are needed). ``n_kv_heads`` defaults to the config's,
+    else to ``n_heads`` (multi-head attention); a smaller value gives the size for grouped-query
+    attention, where groups of query heads share one K/V head.
 
     Example:
         >>> from transformer_course.config import TransformerConfig
@@ -163,7 +166,9 @@ def kv_cache_bytes(
         if value is None and config is None:
             raise ValueError(f"{name} is needed when config is None, got None")
         sizes[name] = getattr(config, name) if value is None else check_int(name, value)
-    n_kv_heads = sizes["n_heads"] if n_kv_heads is None else check_int("n_kv_heads", n_kv_heads)
+    if n_kv_heads is None:
+        n_kv_heads = (None if config is None else config.n_kv_heads) or sizes["n_heads"]
+    check_int("n_kv_heads", n_kv_heads)
     if sizes["n_heads"] % n_kv_heads:
         raise ValueError(f"n_kv_heads must divide n_heads={sizes['n_heads']}, got {n_kv_heads}")
     per_position = 2 * sizes["n_layers"] * n_kv_heads * sizes["d_head"] * dtype.itemsize

@@ -1,15 +1,12 @@
 """The three architectures, built from one ``TransformerStack`` (embeddings, blocks, final norm):
 
 * ``EncoderOnly``: bidirectional attention and a masked-language-model head (BERT);
-* ``DecoderOnly``: causal attention and a next-token head (GPT); ``from_hf_gpt2`` loads GPT-2 weights;
+* ``DecoderOnly``: causal attention and a next-token head (GPT; ``hf.py`` loads GPT-2 and Llama weights);
 * ``EncoderDecoder``: an encoder, and a causal decoder that cross-attends to it (the original Transformer).
 
 Token ids ``idx`` are integer tensors ``(B, T)``; logits are ``(B, T, vocab_size)``.
 """
 from __future__ import annotations
-
-import re
-from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -223,72 +220,3 @@ class EncoderDecoder(nn.Module):
         memory = self.encoder(src, mask=src_mask, trace=encoder_layers)  # (B, S, C)
         hidden = self.decoder(tgt, context=memory, context_mask=src_mask, trace=layers)  # (B, T, C)
         return Trace(logits=self.lm_head(hidden), layers=layers, encoder_layers=encoder_layers)
-
-
-# --- GPT-2 weights from Hugging Face ------------------------------------------------------------
-
-_GPT2_NAMES = {  # Hugging Face GPT-2 name -> ours; HF's Conv1D stores Linear weights transposed
-    "ln_1": ("self_attn_residual.norm", False),
-    "attn.c_attn": ("self_attn.qkv_proj", True),
-    "attn.c_proj": ("self_attn.out_proj", True),
-    "ln_2": ("ffn_residual.norm", False),
-    "mlp.c_fc": ("ffn.up", True),
-    "mlp.c_proj": ("ffn.down", True),
-}
-_GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
-# GPT2Config flags that change what the model computes, with the value this package implements
-_GPT2_FLAGS = {"scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False,
-               "reorder_and_upcast_attn": False, "add_cross_attention": False}
-
-
-def load_gpt2_state_dict(model: DecoderOnly, hf_state_dict: dict[str, Tensor]) -> None:
-    """Copy a Hugging Face ``GPT2LMHeadModel`` state dict into ``model`` (in place, strictly).
-
-    Renames ``transformer.h.{i}.attn.c_attn`` to ``transformer.blocks.{i}.self_attn.qkv_proj`` etc.
-    and transposes the Conv1D weights ``(in, out)`` to Linear's ``(out, in)``.
-    """
-    renamed = {}
-    for name, tensor in hf_state_dict.items():
-        block = re.fullmatch(r"transformer\.h\.(\d+)\.(.+)\.(weight|bias)", name)
-        if block and block[2] in _GPT2_NAMES:
-            ours, transpose = _GPT2_NAMES[block[2]]
-            name, tensor = f"transformer.blocks.{block[1]}.{ours}.{block[3]}", tensor.t() if transpose else tensor
-        else:
-            for hf, ours in (("wte.", "tok_emb."), ("wpe.", "pos_emb.embedding."), ("ln_f.", "final_norm.")):
-                name = name.replace(hf, ours)
-        renamed[name] = tensor
-    try:
-        model.load_state_dict(renamed, strict=True)
-    except RuntimeError as error:  # missing, unexpected or mis-shaped entries, listed by torch
-        raise ValueError(f"hf_state_dict does not fit model: {error}") from None
-
-
-def from_hf_gpt2(hf_model: Any) -> DecoderOnly:
-    """A ``DecoderOnly`` with the configuration and weights of a ``transformers.GPT2LMHeadModel``.
-
-    Needs no import of ``transformers``: it reads ``hf_model.config`` and ``hf_model.state_dict()``.
-    Configuration flags that would change the logits (``scale_attn_by_inverse_layer_idx=True``, …) raise
-    ``ValueError``.
-    """
-    c = hf_model.config
-    for flag, implemented in _GPT2_FLAGS.items():  # refuse what would silently give other logits
-        if getattr(c, flag, implemented) != implemented:
-            raise ValueError(f"{flag}={getattr(c, flag)!r} is not implemented (only {flag}={implemented})")
-    if c.activation_function not in _GPT2_ACTIVATIONS:
-        allowed = sorted(_GPT2_ACTIVATIONS)
-        raise ValueError(f"activation_function must be one of {allowed}, got {c.activation_function!r}")
-    config = TransformerConfig(
-        vocab_size=c.vocab_size,
-        d_model=c.n_embd,
-        n_heads=c.n_head,
-        n_layers=c.n_layer,
-        d_ff=c.n_inner or 4 * c.n_embd,
-        max_len=c.n_positions,
-        activation=_GPT2_ACTIVATIONS[c.activation_function],
-        norm_eps=c.layer_norm_epsilon,
-        tie_embeddings=c.tie_word_embeddings,
-    )
-    model = DecoderOnly(config)
-    load_gpt2_state_dict(model, hf_model.state_dict())
-    first = next(hf_model.parameters())
-    return model.to(device=first.device, dtype=first.dtype)  # where and in what the HF model is
