@@ -36,3 +36,15 @@ def test_bench_quick_run_writes_results(tmp_path, device):
     report = (tmp_path / "results.md").read_text(encoding="utf-8")
     assert report.count("| ours cached |") == 2 and "beyond the floor" in report
     assert "Ours / transformers:" in report
+
+
+def test_bench_compare_quick_run_against_this_commit(tmp_path):
+    """The before/after decode comparison: the package at a commit (here HEAD, present in any clone) imported
+    beside this one, both decoding the same tokens as transformers."""
+    out = tmp_path / "compare.json"
+    subprocess.run([sys.executable, str(ROOT / "tools" / "bench_compare.py"), "HEAD", "--quick", "--out", str(out)],
+                   check=True, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    results = json.loads(out.read_text(encoding="utf-8"))
+    assert results["gpt2"]["same_tokens"] is True and results["narrow"]["same_tokens"] is True
+    assert set(results["gpt2"]["ratio_to_transformers"]) == {"before cached", "before uncached", "now cached",
+                                                              "now uncached"}
