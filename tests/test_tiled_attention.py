@@ -65,7 +65,7 @@ def test_fully_masked_rows_are_zero_like_the_didactic_attention() -> None:
 
 
 class LargestTensor(TorchDispatchMode):
-    """Records the number of elements of the largest tensor any operation returns."""
+    """Records the number of elements of the largest tensor any operation allocates (views allocate nothing)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -73,8 +73,9 @@ class LargestTensor(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
+        inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
         for t in out if isinstance(out, (tuple, list)) else (out,):
-            if isinstance(t, torch.Tensor):
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in inputs:  # not a view
                 self.largest = max(self.largest, t.numel())
         return out
 
