@@ -123,7 +123,11 @@ def test_bad_kv_heads_and_unsupported_llama_configs_are_refused() -> None:
     with pytest.raises(ValueError, match="n_kv_heads"):
         tc.TransformerConfig(vocab_size=5, d_model=12, n_heads=6, n_kv_heads=0, n_layers=1, d_ff=8, max_len=4)
     refused = {
-        "rope_type='linear'": dict(rope_scaling={"rope_type": "linear", "factor": 2.0}),
+        "rope_type='dynamic'": dict(rope_scaling={"rope_type": "dynamic", "factor": 2.0}),
+        "rope_type='llama3'": dict(rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                                 "high_freq_factor": 4.0, "original_max_position_embeddings": 16}),
+        "'mscale': 0.7": dict(rope_scaling={"rope_type": "yarn", "factor": 4.0, "mscale": 0.7, "mscale_all_dim": 1.0,
+                                            "original_max_position_embeddings": 16}),
         "attention_bias=True": dict(attention_bias=True),
         "mlp_bias=True": dict(mlp_bias=True),
         "hidden_act='gelu'": dict(hidden_act="gelu"),
@@ -132,3 +136,43 @@ def test_bad_kv_heads_and_unsupported_llama_configs_are_refused() -> None:
     for message, overrides in refused.items():
         with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("[", r"\[")):
             tc.from_hf_llama(hf_llama(2, **overrides))
+
+
+SCALINGS = {
+    "linear": {"rope_type": "linear", "factor": 2.5},
+    "yarn": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16},
+    "yarn, own betas": {"rope_type": "yarn", "factor": 3.0, "original_max_position_embeddings": 20,
+                        "beta_fast": 16.0, "beta_slow": 2.0},
+}
+
+
+@pytest.mark.parametrize("name", SCALINGS)
+def test_rope_scaling_matches_llama_past_the_original_length(name: str) -> None:
+    """Position interpolation and YaRN as transformers computes them, at 40 positions (YaRN trained on 16)."""
+    hf = hf_llama(2, rope_scaling=dict(SCALINGS[name], rope_theta=5000.0))
+    ours = tc.from_hf_llama(hf).eval()
+    assert ours.config.rope_scaling.kind == name.split(",")[0]
+    idx = tokens(t=40, seed=3)
+    with torch.no_grad():
+        gap = (ours(idx) - hf(idx).logits).abs().max().item()
+        plain = tc.DecoderOnly(ours.config.replace(rope_scaling=None)).eval()
+        plain.load_state_dict(ours.state_dict())
+        unscaled_gap = (plain(idx) - hf(idx).logits).abs().max().item()
+    assert gap < 1e-5 and unscaled_gap > 1e-3  # the scaling is what makes them agree
+
+
+def test_ntk_scaling_divides_the_slowest_frequency_by_the_factor_and_keeps_the_fastest() -> None:
+    from transformer_course.positional import inverse_frequencies, scaled_inverse_frequencies
+
+    plain = inverse_frequencies(10, base=500.0).double()
+    ntk, attention_factor = scaled_inverse_frequencies(10, base=500.0, scaling=tc.RopeScaling("ntk", 4.0))
+    assert attention_factor == 1.0 and ntk[0] == plain[0] == 1.0
+    assert abs(ntk[-1].item() - plain[-1].item() / 4.0) < 1e-9
+    assert ((ntk.double() / plain)[1:] < 1).all() and (ntk.double() / plain).diff().le(0).all()  # more for slower
+    linear, _ = scaled_inverse_frequencies(10, base=500.0, scaling=tc.RopeScaling("linear", 4.0))
+    assert torch.allclose(linear.double(), plain / 4.0)
+    with pytest.raises(ValueError, match="original_max_len"):
+        tc.RopeScaling("yarn", 2.0)
+    with pytest.raises(ValueError, match="rope_scaling needs positional='rope'"):
+        tc.TransformerConfig(vocab_size=5, d_model=8, n_heads=2, n_layers=1, d_ff=8, max_len=4,
+                             rope_scaling=tc.RopeScaling("linear", 2.0))

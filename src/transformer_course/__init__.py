@@ -2,9 +2,15 @@
 from __future__ import annotations
 
 from . import data, exercises, viz
-from .attention import causal_mask, padding_mask, scaled_dot_product_attention, tiled_attention
+from .attention import (
+    causal_mask,
+    padding_mask,
+    scaled_dot_product_attention,
+    sliding_window_mask,
+    tiled_attention,
+)
 from .block import PostNormResidual, PreNormResidual, TransformerBlock
-from .config import TransformerConfig
+from .config import RopeScaling, TransformerConfig
 from .ffn import FeedForward, SwiGLU
 from .generate import (
     Step,
@@ -17,7 +23,7 @@ from .generate import (
     top_k_filter,
     top_p_filter,
 )
-from .kv_cache import KVCache, kv_cache_bytes
+from .kv_cache import KVCache, RollingKVCache, kv_cache_bytes
 from .hf import from_hf_gpt2, from_hf_llama, load_gpt2_state_dict, load_llama_state_dict
 from .models import DecoderOnly, EncoderDecoder, EncoderOnly, TransformerStack
 from .multihead import MultiHeadAttention, merge_heads, split_heads
@@ -60,6 +66,8 @@ __all__ = [
     "RMSNorm",
     "RNN",
     "RecurrentLM",
+    "RollingKVCache",
+    "RopeScaling",
     "RotaryEmbedding",
     "SinusoidalPositions",
     "Step",
@@ -97,6 +105,7 @@ __all__ = [
     "scaled_dot_product_attention",
     "set_seed",
     "sinusoidal_table",
+    "sliding_window_mask",
     "split_heads",
     "tiled_attention",
     "time_call",

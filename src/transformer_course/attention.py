@@ -135,6 +135,23 @@ def causal_mask(t_q: int, t_k: int | None = None, device: torch.device | str | N
     return torch.ones(t_q, t_k, dtype=torch.bool, device=device).tril(diagonal=t_k - t_q)
 
 
+def sliding_window_mask(t_q: int, t_k: int | None, window: int, device: torch.device | str | None = None) -> Tensor:
+    """``causal_mask`` limited to the last ``window`` positions: query i (at key index ``i + Tk - Tq``) may
+    attend keys ``j`` with ``i + Tk - Tq - window < j <= i + Tk - Tq``; ``(Tq, Tk)`` bool.
+
+    Example:
+        >>> sliding_window_mask(4, 4, window=2).int()
+        tensor([[1, 0, 0, 0],
+                [1, 1, 0, 0],
+                [0, 1, 1, 0],
+                [0, 0, 1, 1]], dtype=torch.int32)
+    """
+    t_k = t_q if t_k is None else t_k
+    causal = causal_mask(t_q, t_k, device=device)  # (Tq, Tk)
+    recent = torch.ones_like(causal).triu(diagonal=t_k - t_q - check_int("window", window) + 1)  # j > i' - window
+    return causal & recent
+
+
 def padding_mask(lengths: Tensor, t_k: int) -> Tensor:
     """Boolean ``(B, 1, 1, Tk)`` mask: key j of sequence b is real iff ``j < lengths[b]``."""
     if not isinstance(lengths, Tensor) or lengths.dim() != 1 or lengths.is_floating_point():

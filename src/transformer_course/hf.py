@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .config import TransformerConfig
+from .config import RopeScaling, TransformerConfig
 from .models import DecoderOnly
 
 
@@ -108,13 +108,30 @@ _LLAMA_NAMES = {  # Hugging Face Llama name -> ours; q, k and v are stacked into
 _LLAMA_FLAGS = {"hidden_act": "silu", "attention_bias": False, "mlp_bias": False, "pretraining_tp": 1}
 
 
-def _llama_rope_base(c: Any) -> float:
-    """``rope_theta``, after refusing RoPE scaling (``rope_scaling`` in transformers 4, ``rope_parameters`` in 5)."""
-    params = getattr(c, "rope_parameters", None) or getattr(c, "rope_scaling", None) or {}
-    kind = params.get("rope_type", params.get("type", "default"))
-    if kind != "default":
-        raise ValueError(f"rope scaling rope_type={kind!r} is not implemented (only 'default', no scaling)")
-    return float(params.get("rope_theta", getattr(c, "rope_theta", 10000.0)))
+def _llama_rope(c: Any) -> tuple[float, RopeScaling | None]:
+    """``rope_theta`` and the RoPE scaling (``rope_scaling`` in transformers 4, ``rope_parameters`` in 5):
+    none, ``linear`` or ``yarn`` with the paper's attention factor; any other kind or option is refused."""
+    params = dict(getattr(c, "rope_parameters", None) or getattr(c, "rope_scaling", None) or {})
+    base = float(params.pop("rope_theta", getattr(c, "rope_theta", 10000.0)))
+    kind = params.pop("rope_type", params.pop("type", "default"))
+    if kind == "default":
+        return base, None
+    if kind not in ("linear", "yarn"):
+        raise ValueError(f"rope scaling rope_type={kind!r} is not implemented (only 'default', 'linear', 'yarn')")
+    factor = params.pop("factor", None)
+    original = params.pop("original_max_position_embeddings", None)
+    beta = {"beta_fast": params.pop("beta_fast", None) or 32.0, "beta_slow": params.pop("beta_slow", None) or 1.0}
+    if params.pop("partial_rotary_factor", 1.0) != 1.0:
+        raise ValueError("rope scaling partial_rotary_factor != 1 is not implemented (every dimension rotates)")
+    if kind == "yarn" and params.pop("truncate", True) is not True:
+        raise ValueError("rope scaling truncate=False is not implemented (only YaRN's rounded ramp ends)")
+    unknown = {key: value for key, value in params.items() if value is not None}  # attention_factor, mscale, …
+    if unknown or factor is None:
+        raise ValueError(f"rope scaling options {unknown or {'factor': None}} are not implemented "
+                         "(only factor, original_max_position_embeddings, beta_fast, beta_slow)")
+    if kind == "linear":
+        return base, RopeScaling("linear", float(factor))
+    return base, RopeScaling("yarn", float(factor), int(original or c.max_position_embeddings), **beta)
 
 
 def load_llama_state_dict(model: DecoderOnly, hf_state_dict: dict[str, Tensor]) -> None:
@@ -149,7 +166,7 @@ def load_llama_state_dict(model: DecoderOnly, hf_state_dict: dict[str, Tensor]) 
 def from_hf_llama(hf_model: Any) -> DecoderOnly:
     """A ``DecoderOnly`` with the configuration and weights of a ``transformers.LlamaForCausalLM``.
 
-    Implemented: RoPE without scaling, RMSNorm, SwiGLU (``silu``), no biases, grouped-query attention
+    Implemented: RoPE (unscaled, linear or YaRN), RMSNorm, SwiGLU (``silu``), no biases, grouped-query attention
     (``num_key_value_heads``), tied or untied embeddings. Anything else raises ``ValueError`` by name.
     """
     c = hf_model.config
@@ -161,6 +178,7 @@ def from_hf_llama(hf_model: Any) -> DecoderOnly:
     if head_dim * c.num_attention_heads != c.hidden_size:
         raise ValueError(f"head_dim={head_dim} is not implemented: heads must split hidden_size={c.hidden_size} "
                          f"(head_dim = hidden_size / num_attention_heads = {c.hidden_size / c.num_attention_heads})")
+    rope_base, rope_scaling = _llama_rope(c)
     config = TransformerConfig(
         vocab_size=c.vocab_size,
         d_model=c.hidden_size,
@@ -170,7 +188,8 @@ def from_hf_llama(hf_model: Any) -> DecoderOnly:
         d_ff=c.intermediate_size,
         max_len=c.max_position_embeddings,
         positional="rope",
-        rope_base=_llama_rope_base(c),
+        rope_base=rope_base,
+        rope_scaling=rope_scaling,
         norm="rmsnorm",
         norm_eps=c.rms_norm_eps,
         activation="swiglu",

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from ._checks import check_tensor
-from .attention import causal_mask
+from .attention import causal_mask, sliding_window_mask
 from .block import TransformerBlock
 from .config import TransformerConfig
 from .kv_cache import KVCache
@@ -64,7 +64,8 @@ class TransformerStack(nn.Module):
         self.tok_emb = nn.Embedding(config.vocab_size, C)
         # At most one of the three is set: positions added to the input, rotating q and k, or biasing scores.
         self.pos_emb = _input_positions(config)
-        self.rope = RotaryEmbedding(config.d_head, base=config.rope_base) if scheme == "rope" else None
+        self.rope = (RotaryEmbedding(config.d_head, base=config.rope_base, scaling=config.rope_scaling)
+                     if scheme == "rope" else None)
         self.alibi = ALiBi(config.n_heads) if scheme == "alibi" else None
         self.dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(
@@ -102,7 +103,9 @@ class TransformerStack(nn.Module):
             got = f"T={T}" if T == 0 else f"values in [{int(idx.min())}, {int(idx.max())}]"
             raise ValueError(f"idx must hold T >= 1 token ids in [0, {V}), got {got}")
         positions = torch.arange(start, start + T, device=idx.device)  # (T,) where the new tokens sit
-        key_positions = torch.arange(start + T, device=idx.device)  # (Tk,) every position attended to
+        first_key = 0 if cache is None else cache.first_kept  # a rolling cache has forgotten the older ones
+        key_positions = torch.arange(first_key, start + T, device=idx.device)  # (Tk,) every key attended to
+        t_k, window = start + T - first_key, self.config.sliding_window
 
         x = self.tok_emb(idx)  # (B, T, C)
         if self.pos_emb is not None:
@@ -111,8 +114,10 @@ class TransformerStack(nn.Module):
         x = self.dropout(x)
         cos_sin = None if self.rope is None else self.rope(positions)  # (cos, sin), (T, d_head) each
         bias = None if self.alibi is None else self.alibi(positions, key_positions)  # (H, T, Tk)
-        if self.causal and T > 1:  # one new token may see every position so far: no causal mask needed
-            causal = causal_mask(T, start + T, device=idx.device)  # (T, Tk)
+        # One new token may see every key so far (no mask needed), unless a window hides the oldest.
+        if self.causal and (T > 1 or (window is not None and t_k > window)):
+            causal = (causal_mask(T, t_k, device=idx.device) if window is None
+                      else sliding_window_mask(T, t_k, window, device=idx.device))  # (T, Tk)
             mask = causal if mask is None else mask & causal
         for i, block in enumerate(self.blocks):
             layer_cache = None if cache is None else cache.layer(i)

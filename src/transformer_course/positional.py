@@ -16,6 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from ._checks import check_float, check_int, check_tensor
+from .config import RopeScaling
 
 
 def inverse_frequencies(dim: int, *, base: float = 10000.0) -> Tensor:
@@ -29,6 +30,34 @@ def inverse_frequencies(dim: int, *, base: float = 10000.0) -> Tensor:
         raise ValueError(f"dim must be even (sin/cos pairs), got {dim}")
     check_float("base", base, "(1, inf)")
     return 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))  # (dim/2,)
+
+
+def scaled_inverse_frequencies(dim: int, *, base: float, scaling: RopeScaling | None) -> tuple[Tensor, float]:
+    """RoPE's ``dim / 2`` frequencies under ``scaling``, and the factor ``cos`` and ``sin`` are multiplied by.
+
+    * ``None``: ``base^(-2i/dim)``, factor 1;
+    * ``"linear"`` (position interpolation): every frequency ``/ factor``, as if position ``p`` were ``p / factor``;
+    * ``"ntk"``: base ``× factor^(dim/(dim-2))``: the slowest frequency becomes ``/ factor``, the fastest stays;
+    * ``"yarn"``: dimensions that turn more than ``beta_fast`` times within ``original_max_len`` keep their
+      frequency, those turning fewer than ``beta_slow`` times are divided by ``factor``, a linear ramp between;
+      cos and sin are multiplied by ``0.1 ln(factor) + 1``, which sharpens the softmax (Peng et al., 2023).
+    """
+    inv_freq = inverse_frequencies(dim, base=base)  # (dim/2,) fast to slow
+    if scaling is None:
+        return inv_freq, 1.0
+    s = scaling.factor
+    if scaling.kind == "linear":
+        return inv_freq / s, 1.0
+    if scaling.kind == "ntk":
+        return inverse_frequencies(dim, base=base * s ** (dim / (dim - 2))), 1.0
+
+    def dim_turning(turns: float) -> float:  # the (fractional) dimension index that turns `turns` times
+        return dim * math.log(scaling.original_max_len / (turns * 2 * math.pi)) / (2 * math.log(base))
+
+    low = max(math.floor(dim_turning(scaling.beta_fast)), 0)
+    high = min(math.ceil(dim_turning(scaling.beta_slow)), dim - 1)
+    ramp = ((torch.arange(dim // 2).float() - low) / max(high - low, 1e-3)).clamp(0, 1)  # (dim/2,) 0 keep, 1 divide
+    return inv_freq / s * ramp + inv_freq * (1 - ramp), (0.1 * math.log(s) + 1.0 if s > 1 else 1.0)
 
 
 def _angles(positions: Tensor, inv_freq: Tensor) -> Tensor:
@@ -117,14 +146,18 @@ class RotaryEmbedding(nn.Module):
     Hugging Face), so ``q·k`` after rotation depends only on the offset between the two positions.
     """
 
-    def __init__(self, d_head: int, *, base: float = 10000.0) -> None:
+    def __init__(self, d_head: int, *, base: float = 10000.0, scaling: RopeScaling | None = None) -> None:
         super().__init__()
-        self.register_buffer("inv_freq", inverse_frequencies(d_head, base=base), persistent=False)  # (d_head/2,)
+        inv_freq, self.attention_factor = scaled_inverse_frequencies(d_head, base=base, scaling=scaling)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)  # (d_head/2,)
 
     def forward(self, positions: Tensor) -> tuple[Tensor, Tensor]:
         angles = _angles(positions, self.inv_freq)  # (T, d_head/2)
         angles = torch.cat((angles, angles), dim=-1)  # (T, d_head): dims i and i + d_head/2 share ω_i
-        return angles.cos().to(self.inv_freq.dtype), angles.sin().to(self.inv_freq.dtype)
+        cos, sin = angles.cos(), angles.sin()
+        if self.attention_factor != 1.0:  # YaRN: scores scaled by its square
+            cos, sin = cos * self.attention_factor, sin * self.attention_factor
+        return cos.to(self.inv_freq.dtype), sin.to(self.inv_freq.dtype)
 
 
 def alibi_slopes(n_heads: int) -> Tensor:
