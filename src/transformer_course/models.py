@@ -84,6 +84,7 @@ class TransformerStack(nn.Module):
         context: Tensor | None = None,
         context_mask: Tensor | None = None,
         trace: list[LayerTrace] | None = None,
+        attention_mask: Tensor | None = None,
     ) -> Tensor:
         """Hidden states ``(B, T, C)`` of token ids ``idx (B, T)``.
 
@@ -91,6 +92,9 @@ class TransformerStack(nn.Module):
         causal mask; with a ``cache`` the ``T`` tokens sit at positions ``cache.pos .. cache.pos+T-1``.
         ``context (B, S, C)`` and ``context_mask`` go to cross-attention. ``trace``: a list that gets
         one ``LayerTrace`` per block (attention weights, q, k, v, output); the models' ``inspect``.
+        ``attention_mask (B, start + T)`` (bool or 0/1, as in Hugging Face) marks real tokens over every
+        position so far, prompt padding False: for left-padded prompts of different lengths. Each row's
+        positions then count its real tokens only, and no real token attends to padding.
         """
         check_tensor("idx", idx, "(B, T)", dtype="int")
         B, T = idx.shape
@@ -106,14 +110,21 @@ class TransformerStack(nn.Module):
         first_key = 0 if cache is None else cache.first_kept  # a rolling cache has forgotten the older ones
         key_positions = torch.arange(first_key, start + T, device=idx.device)  # (Tk,) every key attended to
         t_k, window = start + T - first_key, self.config.sliding_window
+        if attention_mask is not None:  # per-row positions (B, T), (B, Tk); padding hidden from real tokens
+            check_tensor("attention_mask", attention_mask, "(B, Tk)", dtype="mask", B=B, Tk=start + T)
+            real = attention_mask.bool()  # (B, start + T)
+            counted = (real.long().cumsum(dim=1) - 1).clamp(min=0)  # (B, start + T): real tokens before
+            positions, key_positions = counted[:, start:], counted[:, first_key:]
+            padding = real[:, None, None, first_key:] | ~real[:, None, start:, None]  # (B, 1, T, Tk)
+            mask = padding if mask is None else mask & padding  # a padding query may look anywhere: no NaN
 
         x = self.tok_emb(idx)  # (B, T, C)
         if self.pos_emb is not None:
             x = x + (self.pos_emb(positions, end=start + T) if isinstance(self.pos_emb, LearnedPositions)
-                     else self.pos_emb(positions))  # (B, T, C) + (T, C)
+                     else self.pos_emb(positions))  # (B, T, C) + (T, C) or (B, T, C)
         x = self.dropout(x)
-        cos_sin = None if self.rope is None else self.rope(positions)  # (cos, sin), (T, d_head) each
-        bias = None if self.alibi is None else self.alibi(positions, key_positions)  # (H, T, Tk)
+        cos_sin = None if self.rope is None else self.rope(positions)  # (cos, sin), (T, d_head) or (B, T, d_head)
+        bias = None if self.alibi is None else self.alibi(positions, key_positions)  # (H, T, Tk) or (B, H, T, Tk)
         # One new token may see every key so far (no mask needed), unless a window hides the oldest.
         if self.causal and (T > 1 or (window is not None and t_k > window)):
             causal = (causal_mask(T, t_k, device=idx.device) if window is None
@@ -146,18 +157,22 @@ class DecoderOnly(nn.Module):
         self.lm_head = make_lm_head(config, self.transformer.tok_emb)
         self.apply(init_weights)
 
-    def forward(self, idx: Tensor, cache: KVCache | None = None) -> Tensor:
-        """Logits ``(B, T, V)`` for every position; with a ``cache``, ``idx`` holds only the new tokens."""
-        return self.lm_head(self.transformer(idx, cache=cache))  # (B, T, V)
+    def forward(self, idx: Tensor, cache: KVCache | None = None, attention_mask: Tensor | None = None) -> Tensor:
+        """Logits ``(B, T, V)`` for every position; with a ``cache``, ``idx`` holds only the new tokens.
+        ``attention_mask (B, positions so far)``: False/0 at left padding (``TransformerStack.forward``)."""
+        return self.lm_head(self.transformer(idx, cache=cache, attention_mask=attention_mask))  # (B, T, V)
 
-    def inspect(self, idx: Tensor, cache: KVCache | None = None) -> Trace:
+    def inspect(self, idx: Tensor, cache: KVCache | None = None, attention_mask: Tensor | None = None) -> Trace:
         """``forward``, also returning every layer's attention weights, q, k, v and output (call ``.eval()``)."""
         layers: list[LayerTrace] = []
-        return Trace(logits=self.lm_head(self.transformer(idx, cache=cache, trace=layers)), layers=layers)
+        hidden = self.transformer(idx, cache=cache, trace=layers, attention_mask=attention_mask)  # (B, T, C)
+        return Trace(logits=self.lm_head(hidden), layers=layers)
 
-    def next_token_logits(self, idx: Tensor, cache: KVCache | None = None) -> Tensor:
+    def next_token_logits(
+        self, idx: Tensor, cache: KVCache | None = None, attention_mask: Tensor | None = None
+    ) -> Tensor:
         """Logits ``(B, V)`` for the token after ``idx``: the LM head runs at the last position only."""
-        return self.lm_head(self.transformer(idx, cache=cache)[:, -1])  # (B, V)
+        return self.lm_head(self.transformer(idx, cache=cache, attention_mask=attention_mask)[:, -1])  # (B, V)
 
 
 class EncoderOnly(nn.Module):

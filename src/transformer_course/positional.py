@@ -5,6 +5,8 @@
 * added to the attention scores: ALiBi, ``ALiBi(q_positions, k_positions) -> (H, Tq, Tk)``.
 
 Positions are integer tensors ``(T,)``; with a KV cache the new tokens' positions start at ``cache.pos``.
+A batch of left-padded prompts has one row of positions per prompt, ``(B, T)``: every module takes
+``(..., T)`` and returns one more axis (``(B, T, C)``, ``(B, T, d_head)``, ``(B, H, Tq, Tk)``).
 Fixed tables (frequencies, slopes) are non-persistent buffers: they move with ``.to(device)`` and
 are not saved in a ``state_dict``.
 """
@@ -61,9 +63,9 @@ def scaled_inverse_frequencies(dim: int, *, base: float, scaling: RopeScaling | 
 
 
 def _angles(positions: Tensor, inv_freq: Tensor) -> Tensor:
-    """``positions ⊗ inv_freq`` in float32: ``(T,), (dim/2,) -> (T, dim/2)``."""
-    check_tensor("positions", positions, "(T,)", dtype="int")
-    return positions.float()[:, None] * inv_freq.float()[None, :]  # (T, dim/2)
+    """``positions ⊗ inv_freq`` in float32: ``(..., T), (dim/2,) -> (..., T, dim/2)``."""
+    check_tensor("positions", positions, "(..., T)", dtype="int")
+    return positions.float()[..., None] * inv_freq.float()  # (..., T, dim/2)
 
 
 def sinusoidal_table(max_len: int, d_model: int, *, base: float = 10000.0) -> Tensor:
@@ -105,7 +107,7 @@ class LearnedPositions(nn.Module):
     def forward(self, positions: Tensor, *, end: int | None = None) -> Tensor:
         """``end``: a caller that knows every position is below ``end`` (the model does) says so, and the
         check needs no look at the tensor: no wait for the GPU at every decoding step."""
-        check_tensor("positions", positions, "(T,)", dtype="int")
+        check_tensor("positions", positions, "(..., T)", dtype="int")
         if end is None and positions.numel():
             end = int(positions.max()) + 1  # reads the tensor: a host synchronisation on a GPU
         if end is not None and end > self.max_len:
@@ -127,15 +129,18 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
     Args:
         x: queries or keys ``(..., T, d_head)``, e.g. ``(B, H, T, d_head)``.
-        cos, sin: ``(T, d_head)`` from ``RotaryEmbedding`` for the same positions as ``x``.
+        cos, sin: ``(T, d_head)`` from ``RotaryEmbedding`` for the same positions as ``x``, or ``(B, T, d_head)``
+            for one row of positions per sequence (padded batches; ``x`` is then ``(B, H, T, d_head)``).
 
     Returns:
         ``(..., T, d_head)``, each vector rotated, so its norm is unchanged.
     """
     check_tensor("x", x, "(..., T, d_head)")
     T, d_head = x.shape[-2:]
-    check_tensor("cos", cos, "(T, d_head)", T=T, d_head=d_head)
-    check_tensor("sin", sin, "(T, d_head)", T=T, d_head=d_head)
+    check_tensor("cos", cos, "(..., T, d_head)", T=T, d_head=d_head)
+    check_tensor("sin", sin, "(..., T, d_head)", T=T, d_head=d_head)
+    if cos.dim() == 3:  # (B, T, d_head): per-sequence positions, the same for every head
+        cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, d_head)
     return x * cos.to(x.dtype) + rotate_half(x) * sin.to(x.dtype)
 
 
@@ -181,7 +186,8 @@ def alibi_slopes(n_heads: int) -> Tensor:
 class ALiBi(nn.Module):
     """The additive score bias ``-slope_h · |i - j|`` for query position ``i`` and key position ``j``.
 
-    ``forward(q_positions (Tq,), k_positions (Tk,)) -> (H, Tq, Tk)``; add it to the scores before the
+    ``forward(q_positions (Tq,), k_positions (Tk,)) -> (H, Tq, Tk)`` (``(B, H, Tq, Tk)`` from ``(B, Tq)``,
+    ``(B, Tk)``); add it to the scores before the
     softmax (``MultiHeadAttention(..., position_bias=...)``). Under a causal mask this is the paper's
     ``-slope · (i - j)``; without one (an encoder) it penalises distance in both directions.
     """
@@ -191,7 +197,7 @@ class ALiBi(nn.Module):
         self.register_buffer("slopes", alibi_slopes(n_heads), persistent=False)  # (H,)
 
     def forward(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
-        check_tensor("q_positions", q_positions, "(Tq,)", dtype="int")
-        check_tensor("k_positions", k_positions, "(Tk,)", dtype="int")
-        distance = (q_positions[:, None] - k_positions[None, :]).abs()  # (Tq, Tk)
-        return -self.slopes[:, None, None] * distance  # (H, Tq, Tk)
+        check_tensor("q_positions", q_positions, "(..., Tq)", dtype="int")
+        check_tensor("k_positions", k_positions, "(..., Tk)", dtype="int")
+        distance = (q_positions[..., :, None] - k_positions[..., None, :]).abs()  # (..., Tq, Tk)
+        return -self.slopes[:, None, None] * distance.unsqueeze(-3)  # (H, Tq, Tk), or (B, H, Tq, Tk)
