@@ -113,6 +113,17 @@ def attention_lines(a: dict, m: dict) -> list[str]:
                     "attention reads the keys in blocks of 128).", ""]
 
 
+def gqa_lines(g: dict, m: dict) -> list[str]:
+    c = g["config"]
+    lines = [f"## Grouped-query attention: cached decode at position {g['context']} ({c['n_layers']} layers, "
+             f"{c['n_heads']} query heads, d_model {c['d_model']})", "",
+             "| K/V heads | ms per token | cache MiB read per token | tokens/s |", "| --- | --- | --- | --- |"]
+    lines += [f"| {name.split('=')[1]} | {ms:.2f} | {g['cache_bytes'][name] / 2**20:.1f} | {1e3 / ms:.1f} |"
+              for name, ms in g["ms_per_token"].items()]
+    return lines + ["", f"Weights: {g['weight_bytes'] / 2**20:.1f} MiB, read once per token by every variant; "
+                    "the cache shrinks by n_heads / n_kv_heads.", ""]
+
+
 def section_seconds_lines(took: dict, m: dict) -> list[str]:
     if not took:
         return []
@@ -132,7 +143,7 @@ def book_lines(bk: dict, m: dict) -> list[str]:
 # The page's parts in order: (key in the results, its lines from that entry and the machine's description).
 PARTS: list[tuple[str, Callable[[dict, dict], list[str]]]] = [
     ("decode", decode_lines), ("decode_narrow", decode_lines), ("train", train_lines),
-    ("bandwidth", bandwidth_lines), ("cache", cache_lines), ("attention", attention_lines),
+    ("bandwidth", bandwidth_lines), ("cache", cache_lines), ("gqa", gqa_lines), ("attention", attention_lines),
     ("section_seconds", section_seconds_lines), ("book", book_lines),
 ]
 
