@@ -32,10 +32,12 @@ def test_bench_quick_run_writes_results(tmp_path, device):
     assert results["bandwidth"]["bound_tokens_per_s"] > 0
     train = results["train"]  # the same model in both implementations: the same loss before any step
     assert train["same_loss_at_start"] is True and set(train["steps_per_s"]) == {"ours", "transformers"}
-    assert all(r["didactic"]["peak_mib"] >= 0 for r in results["attention"].values())
+    assert all(r["didactic"]["peak_mib"] >= 0 and "tiled" in r for r in results["attention"].values())
+    gqa = results["gqa"]["cache_bytes"]  # the cache each token reads shrinks with the K/V heads
+    assert gqa["n_kv_heads=4"] == 2 * gqa["n_kv_heads=2"] == 4 * gqa["n_kv_heads=1"]
     report = (tmp_path / "results.md").read_text(encoding="utf-8")
     assert report.count("| ours cached |") == 2 and "beyond the floor" in report
-    assert "Ours / transformers:" in report
+    assert "Ours / transformers:" in report and "## Grouped-query attention" in report
 
 
 def test_bench_compare_quick_run_against_this_commit(tmp_path):

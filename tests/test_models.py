@@ -8,7 +8,8 @@ from tiny import B, MAX_LEN, T, VOCAB, tiny_config
 from transformer_course.attention import padding_mask
 from transformer_course.config import POSITIONAL_SCHEMES
 from transformer_course.kv_cache import KVCache
-from transformer_course.models import DecoderOnly, EncoderDecoder, EncoderOnly, from_hf_gpt2
+from transformer_course.hf import from_hf_gpt2
+from transformer_course.models import DecoderOnly, EncoderDecoder, EncoderOnly
 
 S = 5  # source length for the encoder-decoder, different from T
 

@@ -14,7 +14,8 @@ from tiny import B, D_HEAD, D_MODEL, MAX_LEN, N_HEADS, T, VOCAB, tiny_config
 
 from transformer_course.attention import causal_mask, padding_mask
 from transformer_course.kv_cache import KVCache
-from transformer_course.models import DecoderOnly, EncoderDecoder, EncoderOnly, from_hf_gpt2
+from transformer_course.hf import from_hf_gpt2
+from transformer_course.models import DecoderOnly, EncoderDecoder, EncoderOnly
 from transformer_course.multihead import split_heads
 
 S = 5  # source length, different from T

@@ -40,7 +40,7 @@ CASES = {
     "split heads": (lambda: tc.split_heads(x, 5), r"C=24 must be divisible by n_heads=5"),
     "rope length": (
         lambda: mha(x[:, :4], rope_cos_sin=cos_sin),
-        r"cos must have shape \(T, d_head\) with T=4, d_head=8, got \(7, 8\)",
+        r"cos must have shape \(\.\.\., T, d_head\) with T=4, d_head=8, got \(7, 8\)",
     ),
     # positions
     "rope odd": (lambda: tc.RotaryEmbedding(7), r"dim must be even .*got 7"),

@@ -2,7 +2,7 @@
 
     python tools/bench.py                 # everything; writes bench/results.{json,md}
     python tools/bench.py --quick         # a tiny smoke run (the tests run it), writes to --out
-    python tools/bench.py --only decode   # one section: decode, train, cache, bandwidth, attention, book
+    python tools/bench.py --only decode   # one section: decode, train, cache, gqa, bandwidth, attention, book
     python tools/bench.py --device cuda --out bench/cuda   # the same on a GPU (the book: any device)
 
 Every figure except the book's is the median of interleaved rounds after a warm-up (these machines
@@ -18,8 +18,11 @@ are noisy: never compare single runs). Sections:
    64 … 512 new tokens on a small model.
 4. bandwidth: the machine's memory bandwidth (timed in the decode rounds, under the same load) and
    the bytes read per decoded token give an upper bound on tokens/s; our cached decode as a fraction of it.
-5. attention: the didactic attention against ``F.scaled_dot_product_attention``: time and peak memory.
-6. book: each chapter's execution time (fresh kernel, 2 threads) and the whole book's.
+5. gqa: cached decode at a long context with 8, 2 and 1 K/V heads (grouped-query, multi-query attention):
+   where reading the cache dominates, fewer K/V heads read fewer bytes per token.
+6. attention: the didactic and the tiled (online-softmax) attention against ``F.scaled_dot_product_attention``:
+   time and peak memory.
+7. book: each chapter's execution time (fresh kernel, 2 threads) and the whole book's.
 """
 from __future__ import annotations
 
@@ -41,7 +44,15 @@ import transformer_course as tc
 from transformer_course import poet
 from transformer_course.poems import load_poems
 
-from bench_measure import bandwidth_kernels, bench_attention, bench_book, bench_cache, bench_decode, bench_train
+from bench_measure import (
+    bandwidth_kernels,
+    bench_attention,
+    bench_book,
+    bench_cache,
+    bench_decode,
+    bench_gqa,
+    bench_train,
+)
 from bench_report import machine, markdown  # also reachable as bench.machine, bench.markdown
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,6 +74,10 @@ class Sizes:
     cache_lengths: tuple[int, ...]  # cache: totals after this many new tokens
     cache_positions: tuple[int, ...]  # cache: one step timed at each position
     attention_lengths: tuple[int, ...]
+    gqa: tc.TransformerConfig  # gqa: the body; n_kv_heads varies
+    gqa_kv_heads: tuple[int, ...]
+    gqa_context: int  # the position decoding starts at
+    gqa_steps: int  # tokens decoded from there per round
     bandwidth_bytes: int  # the buffer the bandwidth kernels read, far larger than the CPU caches
     skipped: tuple[str, ...] = ()  # sections never run at these sizes
 
@@ -72,6 +87,8 @@ _TINY = tc.TransformerConfig(vocab_size=97, d_model=24, n_heads=3, n_layers=2, d
 QUICK = Sizes(gpt2=_TINY, narrow=_TINY, small=_TINY, prompt=8, new_tokens=8, rounds=1,
               poet=dataclasses.replace(_TINY, activation="gelu", dropout=0.2), poet_batch=2, train_rounds=12,
               cache_lengths=(8, 16), cache_positions=(8, 16), attention_lengths=(32, 64), bandwidth_bytes=2**22,
+              gqa=_TINY.replace(positional="rope", n_heads=4, d_model=32), gqa_kv_heads=(4, 2, 1), gqa_context=24,
+              gqa_steps=4,
               skipped=("book",))
 _GPT2 = tc.TransformerConfig.gpt2_small()
 FULL = Sizes(gpt2=_GPT2,
@@ -80,7 +97,9 @@ FULL = Sizes(gpt2=_GPT2,
              small=tc.TransformerConfig(vocab_size=256, d_model=256, n_heads=4, n_layers=4, d_ff=1024, max_len=1024),
              prompt=32, new_tokens=128, rounds=5, poet=None, poet_batch=32, train_rounds=60,
              cache_lengths=(64, 128, 256, 512), cache_positions=(32, 128, 256, 512),
-             attention_lengths=(128, 256, 512, 1024, 2048), bandwidth_bytes=2**30)
+             attention_lengths=(128, 256, 512, 1024, 2048), bandwidth_bytes=2**30,
+             gqa=tc.TransformerConfig(vocab_size=256, d_model=256, n_heads=8, n_layers=4, d_ff=1024, max_len=4160,
+                                      positional="rope"), gqa_kv_heads=(8, 2, 1), gqa_context=4096, gqa_steps=32)
 
 
 @dataclasses.dataclass
@@ -141,6 +160,12 @@ def run_cache(run: Run) -> None:
     print("cache: done", flush=True)
 
 
+def run_gqa(run: Run) -> None:
+    s = run.sizes
+    run.results["gqa"] = bench_gqa(s.gqa, list(s.gqa_kv_heads), s.gqa_context, s.gqa_steps, s.rounds, run.device)
+    print(f"gqa: {run.results['gqa']['ms_per_token']}", flush=True)
+
+
 def run_attention(run: Run) -> None:
     run.results["attention"] = bench_attention(list(run.sizes.attention_lengths), run.device)
     print("attention: done", flush=True)
@@ -165,6 +190,7 @@ SECTIONS = [
     Section("bandwidth", run_bandwidth),
     Section("train", run_train),
     Section("cache", run_cache),
+    Section("gqa", run_gqa),
     Section("attention", run_attention),
     Section("book", run_book),
 ]
@@ -173,7 +199,7 @@ SECTIONS = [
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run in seconds")
-    parser.add_argument("--only", choices=["decode", "train", "cache", "bandwidth", "attention", "book"],
+    parser.add_argument("--only", choices=["decode", "train", "cache", "gqa", "bandwidth", "attention", "book"],
                         action="append")
     parser.add_argument("--out", type=Path, default=ROOT / "bench")
     parser.add_argument("--device", default="cpu", help="cpu (the default) or cuda")

@@ -218,6 +218,39 @@ def bench_cache(config: tc.TransformerConfig, lengths: list[int], positions: lis
             "ms_per_step_at_position": per_step, "total_seconds": totals, "prompt_tokens": prompt.shape[1]}
 
 
+# --- grouped-query attention: a long context, where reading the cache dominates --------------------
+
+def bench_gqa(config: tc.TransformerConfig, kv_heads: list[int], context: int, steps: int, rounds: int,
+              device: torch.device) -> dict:
+    """Cached decode at position ``context`` for each number of K/V heads (same queries, same body): ms per
+    token (``steps`` tokens, rewound each round) and the bytes of the cache each token reads."""
+    ids = torch.randint(0, config.vocab_size, (1, context + steps), generator=torch.Generator().manual_seed(3))
+    ids = ids.to(device)
+    runs, cache_bytes = {}, {}
+    for n_kv in kv_heads:
+        variant = config.replace(n_kv_heads=n_kv)
+        torch.manual_seed(0)
+        model = tc.DecoderOnly(variant).eval().to(device)
+        cache = tc.KVCache.from_config(variant, batch_size=1, max_len=context + steps, device=device)
+        with torch.inference_mode():
+            model.next_token_logits(ids[:, :context], cache=cache)  # prefill once
+        cache_bytes[n_kv] = cache.nbytes
+
+        def decode(model: tc.DecoderOnly = model, cache: tc.KVCache = cache) -> None:
+            with torch.inference_mode():
+                for t in range(context, context + steps):
+                    model.next_token_logits(ids[:, t : t + 1], cache=cache)
+            cache.truncate(context)  # every round decodes the same tokens
+
+        runs[f"n_kv_heads={n_kv}"] = decode
+    seconds = interleaved(runs, rounds, device)
+    return {"config": {"n_layers": config.n_layers, "n_heads": config.n_heads, "d_model": config.d_model,
+                       "vocab_size": config.vocab_size}, "context": context, "steps": steps,
+            "ms_per_token": {name: s / steps * 1e3 for name, s in seconds.items()},
+            "cache_bytes": {f"n_kv_heads={n}": b for n, b in cache_bytes.items()},
+            "weight_bytes": sum(p.numel() * p.element_size() for p in model.parameters())}
+
+
 # --- the memory-bandwidth bound ------------------------------------------------------------------
 
 def bandwidth_kernels(n_bytes: int, device: torch.device) -> dict[str, Callable[[], object]]:

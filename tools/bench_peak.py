@@ -1,4 +1,4 @@
-"""Time and extra peak memory of the didactic attention and of ``F.scaled_dot_product_attention`` at one length.
+"""Time and extra peak memory of the didactic, the tiled (online-softmax) and PyTorch's fused attention at one length.
 
     python tools/bench_peak.py T DEVICE     # e.g. 1024 cpu; prints "KIND SECONDS PEAK_BYTES", one line per kind
 
@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     q = k = v = torch.randn(1, 12, T, 64, device=device)
     mask = tc.causal_mask(T, device=device)
     kinds = {"sdpa": lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
+             "tiled": lambda: tc.tiled_attention(q, k, v, mask=mask),
              "didactic": lambda: tc.scaled_dot_product_attention(q, k, v, mask=mask)}
     peak = {}
     for kind, run in kinds.items():  # the small one first: the didactic one's freed memory cannot hide its peak

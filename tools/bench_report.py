@@ -100,14 +100,28 @@ def cache_lines(cc: dict, m: dict) -> list[str]:
 
 
 def attention_lines(a: dict, m: dict) -> list[str]:
-    lines = ["## Attention: didactic vs `F.scaled_dot_product_attention` (1 × 12 heads × T × 64, causal)", "",
-             "| T | didactic ms | SDPA ms | didactic extra peak MiB | SDPA extra peak MiB |",
-             "| --- | --- | --- | --- | --- |"]
-    lines += [f"| {T} | {r['didactic']['ms']:.2f} | {r['sdpa']['ms']:.2f} | {r['didactic']['peak_mib']:.0f} | "
-              f"{r['sdpa']['peak_mib']:.0f} |" for T, r in a.items()]
+    kinds = {"didactic": "didactic", "tiled": "tiled (online softmax)", "sdpa": "SDPA"}
+    lines = ["## Attention: didactic, tiled and `F.scaled_dot_product_attention` (1 × 12 heads × T × 64, causal)",
+             "", "| T | " + " | ".join(f"{name} ms" for name in kinds.values()) + " | "
+             + " | ".join(f"{name} extra peak MiB" for name in kinds.values()) + " |",
+             "| --- " * (1 + 2 * len(kinds)) + "|"]
+    lines += [f"| {T} | " + " | ".join(f"{r[k]['ms']:.2f}" if k in r else "–" for k in kinds) + " | "
+              + " | ".join(f"{r[k]['peak_mib']:.0f}" if k in r else "–" for k in kinds) + " |" for T, r in a.items()]
     what = ("the CUDA allocator's peak above what was allocated before" if m["device"].startswith("cuda")
             else "growth of the process's peak resident memory")
-    return lines + ["", f"Peak: {what} while attention runs (a fresh process per length, SDPA first).", ""]
+    return lines + ["", f"Peak: {what} while attention runs (a fresh process per length, SDPA first; the tiled "
+                    "attention reads the keys in blocks of 128).", ""]
+
+
+def gqa_lines(g: dict, m: dict) -> list[str]:
+    c = g["config"]
+    lines = [f"## Grouped-query attention: cached decode at position {g['context']} ({c['n_layers']} layers, "
+             f"{c['n_heads']} query heads, d_model {c['d_model']})", "",
+             "| K/V heads | ms per token | cache MiB read per token | tokens/s |", "| --- | --- | --- | --- |"]
+    lines += [f"| {name.split('=')[1]} | {ms:.2f} | {g['cache_bytes'][name] / 2**20:.1f} | {1e3 / ms:.1f} |"
+              for name, ms in g["ms_per_token"].items()]
+    return lines + ["", f"Weights: {g['weight_bytes'] / 2**20:.1f} MiB, read once per token by every variant; "
+                    "the cache shrinks by n_heads / n_kv_heads.", ""]
 
 
 def section_seconds_lines(took: dict, m: dict) -> list[str]:
@@ -129,7 +143,7 @@ def book_lines(bk: dict, m: dict) -> list[str]:
 # The page's parts in order: (key in the results, its lines from that entry and the machine's description).
 PARTS: list[tuple[str, Callable[[dict, dict], list[str]]]] = [
     ("decode", decode_lines), ("decode_narrow", decode_lines), ("train", train_lines),
-    ("bandwidth", bandwidth_lines), ("cache", cache_lines), ("attention", attention_lines),
+    ("bandwidth", bandwidth_lines), ("cache", cache_lines), ("gqa", gqa_lines), ("attention", attention_lines),
     ("section_seconds", section_seconds_lines), ("book", book_lines),
 ]
 

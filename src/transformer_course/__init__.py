@@ -2,9 +2,15 @@
 from __future__ import annotations
 
 from . import data, exercises, viz
-from .attention import causal_mask, padding_mask, scaled_dot_product_attention
+from .attention import (
+    causal_mask,
+    padding_mask,
+    scaled_dot_product_attention,
+    sliding_window_mask,
+    tiled_attention,
+)
 from .block import PostNormResidual, PreNormResidual, TransformerBlock
-from .config import TransformerConfig
+from .config import RopeScaling, TransformerConfig
 from .ffn import FeedForward, SwiGLU
 from .generate import (
     Step,
@@ -17,8 +23,9 @@ from .generate import (
     top_k_filter,
     top_p_filter,
 )
-from .kv_cache import KVCache, kv_cache_bytes
-from .models import DecoderOnly, EncoderDecoder, EncoderOnly, TransformerStack, from_hf_gpt2, load_gpt2_state_dict
+from .kv_cache import KVCache, RollingKVCache, kv_cache_bytes
+from .hf import from_hf_gpt2, from_hf_llama, load_gpt2_state_dict, load_llama_state_dict
+from .models import DecoderOnly, EncoderDecoder, EncoderOnly, TransformerStack
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .norm import LayerNorm, RMSNorm
 from .positional import (
@@ -59,6 +66,8 @@ __all__ = [
     "RMSNorm",
     "RNN",
     "RecurrentLM",
+    "RollingKVCache",
+    "RopeScaling",
     "RotaryEmbedding",
     "SinusoidalPositions",
     "Step",
@@ -78,6 +87,7 @@ __all__ = [
     "exercises",
     "flops_by_op",
     "from_hf_gpt2",
+    "from_hf_llama",
     "generate",
     "generate_steps",
     "get_device",
@@ -85,6 +95,7 @@ __all__ = [
     "kv_cache_bytes",
     "lm_loss",
     "load_gpt2_state_dict",
+    "load_llama_state_dict",
     "merge_heads",
     "next_token",
     "padding_mask",
@@ -94,7 +105,9 @@ __all__ = [
     "scaled_dot_product_attention",
     "set_seed",
     "sinusoidal_table",
+    "sliding_window_mask",
     "split_heads",
+    "tiled_attention",
     "time_call",
     "top_k_filter",
     "top_p_filter",

@@ -14,6 +14,7 @@ T = TypeVar("T")
 _DTYPE_KINDS = {
     "float": ("a floating-point tensor", lambda t: t.is_floating_point()),
     "int": ("an integer tensor", lambda t: not t.is_floating_point() and not t.is_complex() and t.dtype != torch.bool),
+    "mask": ("a bool or integer (0/1) tensor", lambda t: not t.is_floating_point() and not t.is_complex()),
 }
 
 
@@ -28,7 +29,7 @@ def _parse_layout(layout: str) -> tuple[bool, tuple[str, ...]]:
 def check_tensor(name: str, x: object, layout: str, *, dtype: str = "float", **sizes: int) -> Tensor:
     """Raise unless ``x`` is a tensor of ``layout`` (e.g. ``"(B, T, C)"`` or ``"(..., C)"``) and dtype kind.
 
-    Keyword arguments pin named dimensions; ``dtype`` is ``"float"`` or ``"int"``.
+    Keyword arguments pin named dimensions; ``dtype`` is ``"float"``, ``"int"`` or ``"mask"`` (bool or integer).
 
     Example:
         >>> check_tensor("x", torch.zeros(2, 7, 24), "(B, T, C)", C=24).shape

@@ -63,6 +63,7 @@ class TransformerBlock(nn.Module):
         n_heads: int,
         d_ff: int,
         *,
+        n_kv_heads: int | None = None,
         norm_position: str = "pre",
         norm: str = "layernorm",
         activation: str = "gelu",
@@ -77,7 +78,7 @@ class TransformerBlock(nn.Module):
         def residual() -> nn.Module:
             return Residual(make_norm(norm, d_model, eps=eps, bias=bias), dropout=dropout)
 
-        self.self_attn = MultiHeadAttention(d_model, n_heads, bias=bias, dropout=dropout)
+        self.self_attn = MultiHeadAttention(d_model, n_heads, n_kv_heads=n_kv_heads, bias=bias, dropout=dropout)
         self.self_attn_residual = residual()
         if cross_attention:
             self.cross_attn = MultiHeadAttention(d_model, n_heads, cross_attention=True, bias=bias, dropout=dropout)
@@ -94,6 +95,7 @@ class TransformerBlock(nn.Module):
             config.d_model,
             config.n_heads,
             config.d_ff,
+            n_kv_heads=config.n_kv_heads,
             norm_position=config.norm_position,
             norm=config.norm,
             activation=config.activation,

@@ -18,6 +18,38 @@ NORMS = ("layernorm", "rmsnorm")
 NORM_POSITIONS = ("pre", "post")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh")  # FeedForward's elementwise activations
 FFN_ACTIVATIONS = (*ACTIVATIONS, "swiglu")  # SwiGLU replaces the whole FFN
+ROPE_SCALINGS = ("linear", "ntk", "yarn")  # RopeScaling.kind
+
+
+@dataclass(frozen=True)
+class RopeScaling:
+    """How RoPE reaches past the length a model was trained on (``positional.scaled_inverse_frequencies``).
+
+    Attributes:
+        kind: ``"linear"`` (position interpolation: every angle divided by ``factor``), ``"ntk"`` (NTK-aware:
+            a larger base, so slow dimensions are interpolated and fast ones kept) or ``"yarn"`` (per
+            dimension: keep the fast, interpolate the slow, a ramp between; and sharper attention).
+        factor: the stretch, new length / trained length (``>= 1``).
+        original_max_len: the length trained on; YaRN counts each dimension's turns within it.
+        beta_fast, beta_slow: YaRN's ramp runs from dimensions turning ``beta_fast`` times within
+            ``original_max_len`` (kept) to those turning ``beta_slow`` times (interpolated).
+    """
+
+    kind: str
+    factor: float
+    original_max_len: int | None = None
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_choice("kind", self.kind, ROPE_SCALINGS)
+        check_float("factor", self.factor, "[1, inf)")
+        if self.kind == "yarn" and self.original_max_len is None:
+            raise ValueError("kind='yarn' needs original_max_len (the length trained on), got None")
+        if self.original_max_len is not None:
+            check_int("original_max_len", self.original_max_len)
+        check_float("beta_fast", self.beta_fast, "(0, inf)")
+        check_float("beta_slow", self.beta_slow, "(0, inf)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -28,6 +60,8 @@ class TransformerConfig:
         vocab_size: number of token ids ``V``.
         d_model: width ``C`` of the residual stream.
         n_heads: attention heads ``H``; must divide ``d_model`` (``d_head = d_model / n_heads``).
+        n_kv_heads: key/value heads of self-attention; ``None`` (the default) means ``n_heads`` (multi-head
+            attention); fewer, dividing ``n_heads``, is grouped-query attention (1: multi-query).
         n_layers: number of blocks.
         d_ff: hidden width of the feed-forward network (often ``4 · d_model``).
         max_len: the context length: learned positions exist only below it; the default KV cache size.
@@ -40,6 +74,9 @@ class TransformerConfig:
         bias: whether Linear layers and LayerNorm have a bias.
         tie_embeddings: share the token embedding with the output layer (LM head).
         rope_base: the base ``θ`` of RoPE's frequencies.
+        rope_scaling: a ``RopeScaling`` to run RoPE past the trained length, or ``None``.
+        sliding_window: each position attends to itself and the ``sliding_window - 1`` before it (causal
+            models; ``KVCache.from_config`` then makes a ``RollingKVCache`` of that many positions), or ``None``.
 
     Example:
         >>> TransformerConfig(vocab_size=50, d_model=24, n_heads=3, n_layers=2, d_ff=40, max_len=16).d_head
@@ -49,6 +86,7 @@ class TransformerConfig:
     vocab_size: int
     d_model: int
     n_heads: int
+    n_kv_heads: int | None = None
     n_layers: int
     d_ff: int
     max_len: int
@@ -61,6 +99,8 @@ class TransformerConfig:
     tie_embeddings: bool = True
     norm_eps: float = 1e-5
     rope_base: float = 10000.0
+    rope_scaling: RopeScaling | None = None
+    sliding_window: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
@@ -75,10 +115,18 @@ class TransformerConfig:
         for name in ("bias", "tie_embeddings"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if self.n_kv_heads is not None and self.n_heads % check_int("n_kv_heads", self.n_kv_heads):
+            raise ValueError(f"n_kv_heads must divide n_heads={self.n_heads}, got n_kv_heads={self.n_kv_heads}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model={self.d_model} must be divisible by n_heads={self.n_heads}")
         if self.positional == "rope" and self.d_head % 2:
             raise ValueError(f"positional='rope' needs an even d_head = d_model / n_heads, got d_head={self.d_head}")
+        if self.rope_scaling is not None and not isinstance(self.rope_scaling, RopeScaling):
+            raise ValueError(f"rope_scaling must be a RopeScaling or None, got {self.rope_scaling!r}")
+        if self.rope_scaling is not None and self.positional != "rope":
+            raise ValueError(f"rope_scaling needs positional='rope', got positional={self.positional!r}")
+        if self.sliding_window is not None:
+            check_int("sliding_window", self.sliding_window)
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"positional='sinusoidal' needs an even d_model, got d_model={self.d_model}")
 

@@ -81,6 +81,7 @@ def next_token(
     top_k: int | None = None,
     top_p: float | None = None,
     generator: torch.Generator | None = None,
+    attention_mask: Tensor | None = None,
 ) -> Tensor:
     """Pick the next token ``(B,)`` from logits ``(B, V)``; ``temperature=0`` means greedy."""
     if check_float("temperature", temperature, "[0, inf)") == 0:
@@ -114,6 +115,7 @@ def generate_steps(
     top_k: int | None = None,
     top_p: float | None = None,
     generator: torch.Generator | None = None,
+    attention_mask: Tensor | None = None,
 ) -> Iterator[Step]:
     """``generate``, one ``Step`` at a time: each ``next()`` runs one forward pass and picks one token, so
     a caller can time a step, count its FLOPs or look at its logits without writing the loop again.
@@ -124,6 +126,11 @@ def generate_steps(
     check_tensor("idx", idx, "(B, T)", dtype="int")
     check_int("max_new_tokens", max_new_tokens, minimum=0)
     B, T = idx.shape
+    real = None  # (B, T + max_new_tokens): the prompt's padding False, every new token True
+    if attention_mask is not None:
+        check_tensor("attention_mask", attention_mask, "(B, T)", dtype="mask", B=B, T=T)
+        real = torch.ones(B, T + max_new_tokens, dtype=torch.bool, device=idx.device)
+        real[:, :T] = attention_mask.bool()
     tokens = torch.empty(B, T + max_new_tokens, dtype=idx.dtype, device=idx.device)  # filled left to right
     tokens[:, :T] = idx
     if not use_cache:
@@ -139,7 +146,8 @@ def generate_steps(
     for t in range(T, T + max_new_tokens):
         # With a cache the model gets what it has not seen: the prompt first (prefill), then one token.
         fed = tokens[:, (0 if cache is None else cache.pos) : t]  # (B, T')
-        logits = model.next_token_logits(fed, cache=cache)  # (B, V), last position only
+        extra = {} if real is None else {"attention_mask": real[:, :t]}  # every position so far
+        logits = model.next_token_logits(fed, cache=cache, **extra)  # (B, V), last position only
         tokens[:, t] = next_token(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
         yield Step(fed=fed, logits=logits, tokens=tokens[:, : t + 1])
 
@@ -155,15 +163,18 @@ def generate(
     top_k: int | None = None,
     top_p: float | None = None,
     generator: torch.Generator | None = None,
+    attention_mask: Tensor | None = None,
 ) -> Tensor:
     """Continue the prompts ``idx (B, T)`` by ``max_new_tokens`` tokens; returns ``(B, T + max_new_tokens)``.
 
     ``model`` is a ``DecoderOnly`` (anything with ``.config`` and ``.next_token_logits(idx, cache)``);
     call ``model.eval()`` first. With ``use_cache`` the prompt is run once (prefill) and each step
     feeds only the newest token (decode); without it, each step re-reads the whole sequence.
+    ``attention_mask (B, T)``: for a batch of left-padded prompts, False/0 at the padding; each row then
+    continues as its prompt would alone (greedy: the same tokens).
     """
     tokens = None
     for step in generate_steps(model, idx, max_new_tokens, use_cache=use_cache, temperature=temperature,
-                               top_k=top_k, top_p=top_p, generator=generator):
+                               top_k=top_k, top_p=top_p, generator=generator, attention_mask=attention_mask):
         tokens = step.tokens  # (B, t + 1)
     return idx.clone() if tokens is None else tokens  # max_new_tokens=0: the prompt, as a new tensor

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 class KVCache:
     """Preallocated keys and values ``(n_layers, B, H, max_len, d_head)`` and one counter ``pos``.
 
+    ``n_heads`` counts K/V heads: the model's ``n_kv_heads`` (fewer than its query heads with
+    grouped-query attention); ``from_config`` takes it from the configuration.
+
     Example:
         >>> cache = KVCache(n_layers=2, batch_size=1, n_heads=3, d_head=4, max_len=10)
         >>> k, v = cache.layer(0).update(torch.ones(1, 3, 5, 4), torch.ones(1, 3, 5, 4))
@@ -62,21 +65,23 @@ class KVCache:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> KVCache:
-        """A cache for a model built from ``config``; ``max_len`` defaults to ``config.max_len``."""
-        return cls(
-            n_layers=config.n_layers,
-            batch_size=batch_size,
-            n_heads=config.n_heads,
-            d_head=config.d_head,
-            max_len=config.max_len if max_len is None else max_len,
-            dtype=dtype,
-            device=device,
-        )
+        """A cache for a model built from ``config``; ``max_len`` defaults to ``config.max_len``. With
+        ``config.sliding_window`` a ``RollingKVCache`` of that many positions (``max_len`` is then unused)."""
+        sizes = dict(n_layers=config.n_layers, batch_size=batch_size, d_head=config.d_head, dtype=dtype,
+                     n_heads=config.n_kv_heads or config.n_heads, device=device)  # K/V heads: fewer with GQA
+        if config.sliding_window is not None:
+            return RollingKVCache(window=config.sliding_window, **sizes)
+        return cls(max_len=config.max_len if max_len is None else max_len, **sizes)
 
     @property
     def max_len(self) -> int:
         """How many positions the cache can hold."""
         return self.k.shape[3]
+
+    @property
+    def first_kept(self) -> int:
+        """The first position whose keys the next ``update`` returns: 0, every position is kept."""
+        return 0
 
     @property
     def nbytes(self) -> int:
@@ -133,6 +138,69 @@ class LayerKVCache:
         return self.k[:, :, :end], self.v[:, :, :end]  # (B, H, end, d_head)
 
 
+class RollingKVCache(KVCache):
+    """A ring buffer of the last ``window`` positions, for sliding-window attention: its memory does not
+    grow with the length. Position ``p`` lives in slot ``p % window``; ``pos`` counts every position ever
+    written (no ``max_len``). An ``update`` of ``T`` new positions returns the kept ones, oldest first,
+    then the new: ``(B, H, min(pos, window) + T, d_head)``; the model's window mask hides what is too old.
+
+    Example:
+        >>> cache = RollingKVCache(n_layers=1, batch_size=1, n_heads=1, d_head=2, window=3)
+        >>> for _ in range(5):
+        ...     _ = cache.layer(0).update(torch.ones(1, 1, 1, 2), torch.ones(1, 1, 1, 2)); cache.advance(1)
+        >>> cache.pos, cache.first_kept, cache.nbytes  # 3 positions x 2 (K, V) x 2 dims x 4 bytes
+        (5, 2, 48)
+    """
+
+    def __init__(self, *, n_layers: int, batch_size: int, n_heads: int, d_head: int, window: int,
+                 dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> None:
+        super().__init__(n_layers=n_layers, batch_size=batch_size, n_heads=n_heads, d_head=d_head,
+                         max_len=check_int("window", window), dtype=dtype, device=device)  # (L, B, H, window, d)
+
+    @property
+    def max_len(self) -> int:
+        """No limit: old positions are overwritten."""
+        return 2**62
+
+    @property
+    def first_kept(self) -> int:
+        return max(0, self.pos - self.k.shape[3])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the kept positions (at most ``window``) of K and V in every layer."""
+        return 2 * self.k[:, :, :, : self.pos].numel() * self.k.element_size()  # slicing stops at window
+
+    def layer(self, index: int) -> LayerKVCache:
+        super().layer(index)  # checks index
+        return RollingLayerKVCache(self, index)
+
+    def truncate(self, pos: int) -> None:
+        """Only ``reset`` (``pos=0``) or no change: rewinding would need positions already overwritten."""
+        if pos not in (0, self.pos):
+            raise ValueError(f"a RollingKVCache can only be reset (pos=0), got pos={pos!r}: older positions "
+                             "were overwritten")
+        self.pos = pos
+
+
+class RollingLayerKVCache(LayerKVCache):
+    """One layer's view of a ``RollingKVCache``."""
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Store ``k, v`` ``(B, H, T, d_head)`` at positions ``pos .. pos+T-1`` (the last ``window`` of them);
+        return the kept positions, oldest first, and the new ones, ``(B, H, min(pos, window) + T, d_head)``."""
+        B, H, window, d_head = self.k.shape
+        check_tensor("k", k, "(B, H, T, d_head)", B=B, H=H, d_head=d_head)
+        check_tensor("v", v, "(B, H, T, d_head)", B=B, H=H, T=k.shape[2], d_head=d_head)
+        start, T = self.cache.pos, k.shape[2]
+        kept = torch.arange(self.cache.first_kept, start, device=k.device) % window  # slots, oldest first
+        keys, values = torch.cat([self.k[:, :, kept], k], dim=2), torch.cat([self.v[:, :, kept], v], dim=2)
+        last = min(T, window)  # only the newest `window` positions survive
+        slots = torch.arange(start + T - last, start + T, device=k.device) % window
+        self.k[:, :, slots], self.v[:, :, slots] = k[:, :, T - last:], v[:, :, T - last:]
+        return keys, values  # (B, H, kept + T, d_head)
+
+
 def kv_cache_bytes(
     config: TransformerConfig | None,
     seq_len: int,
@@ -146,10 +214,10 @@ def kv_cache_bytes(
 ) -> int:
     """Bytes to cache ``seq_len`` positions: ``2 (K, V) × layers × batch × kv heads × seq_len × d_head × bytes``.
 
-    The sizes come from ``config``; ``n_layers``, ``n_heads``, ``d_head`` given as numbers replace them
-    (with ``config=None`` all three are needed). ``n_kv_heads`` defaults to ``n_heads`` (multi-head
-    attention); a smaller value gives the size for grouped-query attention, where groups of query heads
-    share one K/V head.
+    The sizes come from ``config``; ``n_layers``, ``n_heads``, ``d_head``, ``n_kv_heads`` given as numbers
+    replace them (with ``config=None`` the first three are needed). ``n_kv_heads`` defaults to the config's,
+    else to ``n_heads`` (multi-head attention); a smaller value gives the size for grouped-query
+    attention, where groups of query heads share one K/V head.
 
     Example:
         >>> from transformer_course.config import TransformerConfig
@@ -163,7 +231,9 @@ def kv_cache_bytes(
         if value is None and config is None:
             raise ValueError(f"{name} is needed when config is None, got None")
         sizes[name] = getattr(config, name) if value is None else check_int(name, value)
-    n_kv_heads = sizes["n_heads"] if n_kv_heads is None else check_int("n_kv_heads", n_kv_heads)
+    if n_kv_heads is None:
+        n_kv_heads = (None if config is None else config.n_kv_heads) or sizes["n_heads"]
+    check_int("n_kv_heads", n_kv_heads)
     if sizes["n_heads"] % n_kv_heads:
         raise ValueError(f"n_kv_heads must divide n_heads={sizes['n_heads']}, got {n_kv_heads}")
     per_position = 2 * sizes["n_layers"] * n_kv_heads * sizes["d_head"] * dtype.itemsize

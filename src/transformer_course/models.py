@@ -1,21 +1,18 @@
 """The three architectures, built from one ``TransformerStack`` (embeddings, blocks, final norm):
 
 * ``EncoderOnly``: bidirectional attention and a masked-language-model head (BERT);
-* ``DecoderOnly``: causal attention and a next-token head (GPT); ``from_hf_gpt2`` loads GPT-2 weights;
+* ``DecoderOnly``: causal attention and a next-token head (GPT; ``hf.py`` loads GPT-2 and Llama weights);
 * ``EncoderDecoder``: an encoder, and a causal decoder that cross-attends to it (the original Transformer).
 
 Token ids ``idx`` are integer tensors ``(B, T)``; logits are ``(B, T, vocab_size)``.
 """
 from __future__ import annotations
 
-import re
-from typing import Any
-
 import torch
 from torch import Tensor, nn
 
 from ._checks import check_tensor
-from .attention import causal_mask
+from .attention import causal_mask, sliding_window_mask
 from .block import TransformerBlock
 from .config import TransformerConfig
 from .kv_cache import KVCache
@@ -67,7 +64,8 @@ class TransformerStack(nn.Module):
         self.tok_emb = nn.Embedding(config.vocab_size, C)
         # At most one of the three is set: positions added to the input, rotating q and k, or biasing scores.
         self.pos_emb = _input_positions(config)
-        self.rope = RotaryEmbedding(config.d_head, base=config.rope_base) if scheme == "rope" else None
+        self.rope = (RotaryEmbedding(config.d_head, base=config.rope_base, scaling=config.rope_scaling)
+                     if scheme == "rope" else None)
         self.alibi = ALiBi(config.n_heads) if scheme == "alibi" else None
         self.dropout = nn.Dropout(config.dropout)
         self.blocks = nn.ModuleList(
@@ -86,6 +84,7 @@ class TransformerStack(nn.Module):
         context: Tensor | None = None,
         context_mask: Tensor | None = None,
         trace: list[LayerTrace] | None = None,
+        attention_mask: Tensor | None = None,
     ) -> Tensor:
         """Hidden states ``(B, T, C)`` of token ids ``idx (B, T)``.
 
@@ -93,6 +92,9 @@ class TransformerStack(nn.Module):
         causal mask; with a ``cache`` the ``T`` tokens sit at positions ``cache.pos .. cache.pos+T-1``.
         ``context (B, S, C)`` and ``context_mask`` go to cross-attention. ``trace``: a list that gets
         one ``LayerTrace`` per block (attention weights, q, k, v, output); the models' ``inspect``.
+        ``attention_mask (B, start + T)`` (bool or 0/1, as in Hugging Face) marks real tokens over every
+        position so far, prompt padding False: for left-padded prompts of different lengths. Each row's
+        positions then count its real tokens only, and no real token attends to padding.
         """
         check_tensor("idx", idx, "(B, T)", dtype="int")
         B, T = idx.shape
@@ -105,17 +107,28 @@ class TransformerStack(nn.Module):
             got = f"T={T}" if T == 0 else f"values in [{int(idx.min())}, {int(idx.max())}]"
             raise ValueError(f"idx must hold T >= 1 token ids in [0, {V}), got {got}")
         positions = torch.arange(start, start + T, device=idx.device)  # (T,) where the new tokens sit
-        key_positions = torch.arange(start + T, device=idx.device)  # (Tk,) every position attended to
+        first_key = 0 if cache is None else cache.first_kept  # a rolling cache has forgotten the older ones
+        key_positions = torch.arange(first_key, start + T, device=idx.device)  # (Tk,) every key attended to
+        t_k, window = start + T - first_key, self.config.sliding_window
+        if attention_mask is not None:  # per-row positions (B, T), (B, Tk); padding hidden from real tokens
+            check_tensor("attention_mask", attention_mask, "(B, Tk)", dtype="mask", B=B, Tk=start + T)
+            real = attention_mask.bool()  # (B, start + T)
+            counted = (real.long().cumsum(dim=1) - 1).clamp(min=0)  # (B, start + T): real tokens before
+            positions, key_positions = counted[:, start:], counted[:, first_key:]
+            padding = real[:, None, None, first_key:] | ~real[:, None, start:, None]  # (B, 1, T, Tk)
+            mask = padding if mask is None else mask & padding  # a padding query may look anywhere: no NaN
 
         x = self.tok_emb(idx)  # (B, T, C)
         if self.pos_emb is not None:
             x = x + (self.pos_emb(positions, end=start + T) if isinstance(self.pos_emb, LearnedPositions)
-                     else self.pos_emb(positions))  # (B, T, C) + (T, C)
+                     else self.pos_emb(positions))  # (B, T, C) + (T, C) or (B, T, C)
         x = self.dropout(x)
-        cos_sin = None if self.rope is None else self.rope(positions)  # (cos, sin), (T, d_head) each
-        bias = None if self.alibi is None else self.alibi(positions, key_positions)  # (H, T, Tk)
-        if self.causal and T > 1:  # one new token may see every position so far: no causal mask needed
-            causal = causal_mask(T, start + T, device=idx.device)  # (T, Tk)
+        cos_sin = None if self.rope is None else self.rope(positions)  # (cos, sin), (T, d_head) or (B, T, d_head)
+        bias = None if self.alibi is None else self.alibi(positions, key_positions)  # (H, T, Tk) or (B, H, T, Tk)
+        # One new token may see every key so far (no mask needed), unless a window hides the oldest.
+        if self.causal and (T > 1 or (window is not None and t_k > window)):
+            causal = (causal_mask(T, t_k, device=idx.device) if window is None
+                      else sliding_window_mask(T, t_k, window, device=idx.device))  # (T, Tk)
             mask = causal if mask is None else mask & causal
         for i, block in enumerate(self.blocks):
             layer_cache = None if cache is None else cache.layer(i)
@@ -144,18 +157,22 @@ class DecoderOnly(nn.Module):
         self.lm_head = make_lm_head(config, self.transformer.tok_emb)
         self.apply(init_weights)
 
-    def forward(self, idx: Tensor, cache: KVCache | None = None) -> Tensor:
-        """Logits ``(B, T, V)`` for every position; with a ``cache``, ``idx`` holds only the new tokens."""
-        return self.lm_head(self.transformer(idx, cache=cache))  # (B, T, V)
+    def forward(self, idx: Tensor, cache: KVCache | None = None, attention_mask: Tensor | None = None) -> Tensor:
+        """Logits ``(B, T, V)`` for every position; with a ``cache``, ``idx`` holds only the new tokens.
+        ``attention_mask (B, positions so far)``: False/0 at left padding (``TransformerStack.forward``)."""
+        return self.lm_head(self.transformer(idx, cache=cache, attention_mask=attention_mask))  # (B, T, V)
 
-    def inspect(self, idx: Tensor, cache: KVCache | None = None) -> Trace:
+    def inspect(self, idx: Tensor, cache: KVCache | None = None, attention_mask: Tensor | None = None) -> Trace:
         """``forward``, also returning every layer's attention weights, q, k, v and output (call ``.eval()``)."""
         layers: list[LayerTrace] = []
-        return Trace(logits=self.lm_head(self.transformer(idx, cache=cache, trace=layers)), layers=layers)
+        hidden = self.transformer(idx, cache=cache, trace=layers, attention_mask=attention_mask)  # (B, T, C)
+        return Trace(logits=self.lm_head(hidden), layers=layers)
 
-    def next_token_logits(self, idx: Tensor, cache: KVCache | None = None) -> Tensor:
+    def next_token_logits(
+        self, idx: Tensor, cache: KVCache | None = None, attention_mask: Tensor | None = None
+    ) -> Tensor:
         """Logits ``(B, V)`` for the token after ``idx``: the LM head runs at the last position only."""
-        return self.lm_head(self.transformer(idx, cache=cache)[:, -1])  # (B, V)
+        return self.lm_head(self.transformer(idx, cache=cache, attention_mask=attention_mask)[:, -1])  # (B, V)
 
 
 class EncoderOnly(nn.Module):
@@ -223,72 +240,3 @@ class EncoderDecoder(nn.Module):
         memory = self.encoder(src, mask=src_mask, trace=encoder_layers)  # (B, S, C)
         hidden = self.decoder(tgt, context=memory, context_mask=src_mask, trace=layers)  # (B, T, C)
         return Trace(logits=self.lm_head(hidden), layers=layers, encoder_layers=encoder_layers)
-
-
-# --- GPT-2 weights from Hugging Face ------------------------------------------------------------
-
-_GPT2_NAMES = {  # Hugging Face GPT-2 name -> ours; HF's Conv1D stores Linear weights transposed
-    "ln_1": ("self_attn_residual.norm", False),
-    "attn.c_attn": ("self_attn.qkv_proj", True),
-    "attn.c_proj": ("self_attn.out_proj", True),
-    "ln_2": ("ffn_residual.norm", False),
-    "mlp.c_fc": ("ffn.up", True),
-    "mlp.c_proj": ("ffn.down", True),
-}
-_GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
-# GPT2Config flags that change what the model computes, with the value this package implements
-_GPT2_FLAGS = {"scale_attn_weights": True, "scale_attn_by_inverse_layer_idx": False,
-               "reorder_and_upcast_attn": False, "add_cross_attention": False}
-
-
-def load_gpt2_state_dict(model: DecoderOnly, hf_state_dict: dict[str, Tensor]) -> None:
-    """Copy a Hugging Face ``GPT2LMHeadModel`` state dict into ``model`` (in place, strictly).
-
-    Renames ``transformer.h.{i}.attn.c_attn`` to ``transformer.blocks.{i}.self_attn.qkv_proj`` etc.
-    and transposes the Conv1D weights ``(in, out)`` to Linear's ``(out, in)``.
-    """
-    renamed = {}
-    for name, tensor in hf_state_dict.items():
-        block = re.fullmatch(r"transformer\.h\.(\d+)\.(.+)\.(weight|bias)", name)
-        if block and block[2] in _GPT2_NAMES:
-            ours, transpose = _GPT2_NAMES[block[2]]
-            name, tensor = f"transformer.blocks.{block[1]}.{ours}.{block[3]}", tensor.t() if transpose else tensor
-        else:
-            for hf, ours in (("wte.", "tok_emb."), ("wpe.", "pos_emb.embedding."), ("ln_f.", "final_norm.")):
-                name = name.replace(hf, ours)
-        renamed[name] = tensor
-    try:
-        model.load_state_dict(renamed, strict=True)
-    except RuntimeError as error:  # missing, unexpected or mis-shaped entries, listed by torch
-        raise ValueError(f"hf_state_dict does not fit model: {error}") from None
-
-
-def from_hf_gpt2(hf_model: Any) -> DecoderOnly:
-    """A ``DecoderOnly`` with the configuration and weights of a ``transformers.GPT2LMHeadModel``.
-
-    Needs no import of ``transformers``: it reads ``hf_model.config`` and ``hf_model.state_dict()``.
-    Configuration flags that would change the logits (``scale_attn_by_inverse_layer_idx=True``, …) raise
-    ``ValueError``.
-    """
-    c = hf_model.config
-    for flag, implemented in _GPT2_FLAGS.items():  # refuse what would silently give other logits
-        if getattr(c, flag, implemented) != implemented:
-            raise ValueError(f"{flag}={getattr(c, flag)!r} is not implemented (only {flag}={implemented})")
-    if c.activation_function not in _GPT2_ACTIVATIONS:
-        allowed = sorted(_GPT2_ACTIVATIONS)
-        raise ValueError(f"activation_function must be one of {allowed}, got {c.activation_function!r}")
-    config = TransformerConfig(
-        vocab_size=c.vocab_size,
-        d_model=c.n_embd,
-        n_heads=c.n_head,
-        n_layers=c.n_layer,
-        d_ff=c.n_inner or 4 * c.n_embd,
-        max_len=c.n_positions,
-        activation=_GPT2_ACTIVATIONS[c.activation_function],
-        norm_eps=c.layer_norm_epsilon,
-        tie_embeddings=c.tie_word_embeddings,
-    )
-    model = DecoderOnly(config)
-    load_gpt2_state_dict(model, hf_model.state_dict())
-    first = next(hf_model.parameters())
-    return model.to(device=first.device, dtype=first.dtype)  # where and in what the HF model is

@@ -5,6 +5,8 @@
 * added to the attention scores: ALiBi, ``ALiBi(q_positions, k_positions) -> (H, Tq, Tk)``.
 
 Positions are integer tensors ``(T,)``; with a KV cache the new tokens' positions start at ``cache.pos``.
+A batch of left-padded prompts has one row of positions per prompt, ``(B, T)``: every module takes
+``(..., T)`` and returns one more axis (``(B, T, C)``, ``(B, T, d_head)``, ``(B, H, Tq, Tk)``).
 Fixed tables (frequencies, slopes) are non-persistent buffers: they move with ``.to(device)`` and
 are not saved in a ``state_dict``.
 """
@@ -16,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from ._checks import check_float, check_int, check_tensor
+from .config import RopeScaling
 
 
 def inverse_frequencies(dim: int, *, base: float = 10000.0) -> Tensor:
@@ -31,10 +34,38 @@ def inverse_frequencies(dim: int, *, base: float = 10000.0) -> Tensor:
     return 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))  # (dim/2,)
 
 
+def scaled_inverse_frequencies(dim: int, *, base: float, scaling: RopeScaling | None) -> tuple[Tensor, float]:
+    """RoPE's ``dim / 2`` frequencies under ``scaling``, and the factor ``cos`` and ``sin`` are multiplied by.
+
+    * ``None``: ``base^(-2i/dim)``, factor 1;
+    * ``"linear"`` (position interpolation): every frequency ``/ factor``, as if position ``p`` were ``p / factor``;
+    * ``"ntk"``: base ``× factor^(dim/(dim-2))``: the slowest frequency becomes ``/ factor``, the fastest stays;
+    * ``"yarn"``: dimensions that turn more than ``beta_fast`` times within ``original_max_len`` keep their
+      frequency, those turning fewer than ``beta_slow`` times are divided by ``factor``, a linear ramp between;
+      cos and sin are multiplied by ``0.1 ln(factor) + 1``, which sharpens the softmax (Peng et al., 2023).
+    """
+    inv_freq = inverse_frequencies(dim, base=base)  # (dim/2,) fast to slow
+    if scaling is None:
+        return inv_freq, 1.0
+    s = scaling.factor
+    if scaling.kind == "linear":
+        return inv_freq / s, 1.0
+    if scaling.kind == "ntk":
+        return inverse_frequencies(dim, base=base * s ** (dim / (dim - 2))), 1.0
+
+    def dim_turning(turns: float) -> float:  # the (fractional) dimension index that turns `turns` times
+        return dim * math.log(scaling.original_max_len / (turns * 2 * math.pi)) / (2 * math.log(base))
+
+    low = max(math.floor(dim_turning(scaling.beta_fast)), 0)
+    high = min(math.ceil(dim_turning(scaling.beta_slow)), dim - 1)
+    ramp = ((torch.arange(dim // 2).float() - low) / max(high - low, 1e-3)).clamp(0, 1)  # (dim/2,) 0 keep, 1 divide
+    return inv_freq / s * ramp + inv_freq * (1 - ramp), (0.1 * math.log(s) + 1.0 if s > 1 else 1.0)
+
+
 def _angles(positions: Tensor, inv_freq: Tensor) -> Tensor:
-    """``positions ⊗ inv_freq`` in float32: ``(T,), (dim/2,) -> (T, dim/2)``."""
-    check_tensor("positions", positions, "(T,)", dtype="int")
-    return positions.float()[:, None] * inv_freq.float()[None, :]  # (T, dim/2)
+    """``positions ⊗ inv_freq`` in float32: ``(..., T), (dim/2,) -> (..., T, dim/2)``."""
+    check_tensor("positions", positions, "(..., T)", dtype="int")
+    return positions.float()[..., None] * inv_freq.float()  # (..., T, dim/2)
 
 
 def sinusoidal_table(max_len: int, d_model: int, *, base: float = 10000.0) -> Tensor:
@@ -76,7 +107,7 @@ class LearnedPositions(nn.Module):
     def forward(self, positions: Tensor, *, end: int | None = None) -> Tensor:
         """``end``: a caller that knows every position is below ``end`` (the model does) says so, and the
         check needs no look at the tensor: no wait for the GPU at every decoding step."""
-        check_tensor("positions", positions, "(T,)", dtype="int")
+        check_tensor("positions", positions, "(..., T)", dtype="int")
         if end is None and positions.numel():
             end = int(positions.max()) + 1  # reads the tensor: a host synchronisation on a GPU
         if end is not None and end > self.max_len:
@@ -98,15 +129,18 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
     Args:
         x: queries or keys ``(..., T, d_head)``, e.g. ``(B, H, T, d_head)``.
-        cos, sin: ``(T, d_head)`` from ``RotaryEmbedding`` for the same positions as ``x``.
+        cos, sin: ``(T, d_head)`` from ``RotaryEmbedding`` for the same positions as ``x``, or ``(B, T, d_head)``
+            for one row of positions per sequence (padded batches; ``x`` is then ``(B, H, T, d_head)``).
 
     Returns:
         ``(..., T, d_head)``, each vector rotated, so its norm is unchanged.
     """
     check_tensor("x", x, "(..., T, d_head)")
     T, d_head = x.shape[-2:]
-    check_tensor("cos", cos, "(T, d_head)", T=T, d_head=d_head)
-    check_tensor("sin", sin, "(T, d_head)", T=T, d_head=d_head)
+    check_tensor("cos", cos, "(..., T, d_head)", T=T, d_head=d_head)
+    check_tensor("sin", sin, "(..., T, d_head)", T=T, d_head=d_head)
+    if cos.dim() == 3:  # (B, T, d_head): per-sequence positions, the same for every head
+        cos, sin = cos[:, None], sin[:, None]  # (B, 1, T, d_head)
     return x * cos.to(x.dtype) + rotate_half(x) * sin.to(x.dtype)
 
 
@@ -117,14 +151,18 @@ class RotaryEmbedding(nn.Module):
     Hugging Face), so ``q·k`` after rotation depends only on the offset between the two positions.
     """
 
-    def __init__(self, d_head: int, *, base: float = 10000.0) -> None:
+    def __init__(self, d_head: int, *, base: float = 10000.0, scaling: RopeScaling | None = None) -> None:
         super().__init__()
-        self.register_buffer("inv_freq", inverse_frequencies(d_head, base=base), persistent=False)  # (d_head/2,)
+        inv_freq, self.attention_factor = scaled_inverse_frequencies(d_head, base=base, scaling=scaling)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)  # (d_head/2,)
 
     def forward(self, positions: Tensor) -> tuple[Tensor, Tensor]:
         angles = _angles(positions, self.inv_freq)  # (T, d_head/2)
         angles = torch.cat((angles, angles), dim=-1)  # (T, d_head): dims i and i + d_head/2 share ω_i
-        return angles.cos().to(self.inv_freq.dtype), angles.sin().to(self.inv_freq.dtype)
+        cos, sin = angles.cos(), angles.sin()
+        if self.attention_factor != 1.0:  # YaRN: scores scaled by its square
+            cos, sin = cos * self.attention_factor, sin * self.attention_factor
+        return cos.to(self.inv_freq.dtype), sin.to(self.inv_freq.dtype)
 
 
 def alibi_slopes(n_heads: int) -> Tensor:
@@ -148,7 +186,8 @@ def alibi_slopes(n_heads: int) -> Tensor:
 class ALiBi(nn.Module):
     """The additive score bias ``-slope_h · |i - j|`` for query position ``i`` and key position ``j``.
 
-    ``forward(q_positions (Tq,), k_positions (Tk,)) -> (H, Tq, Tk)``; add it to the scores before the
+    ``forward(q_positions (Tq,), k_positions (Tk,)) -> (H, Tq, Tk)`` (``(B, H, Tq, Tk)`` from ``(B, Tq)``,
+    ``(B, Tk)``); add it to the scores before the
     softmax (``MultiHeadAttention(..., position_bias=...)``). Under a causal mask this is the paper's
     ``-slope · (i - j)``; without one (an encoder) it penalises distance in both directions.
     """
@@ -158,7 +197,7 @@ class ALiBi(nn.Module):
         self.register_buffer("slopes", alibi_slopes(n_heads), persistent=False)  # (H,)
 
     def forward(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
-        check_tensor("q_positions", q_positions, "(Tq,)", dtype="int")
-        check_tensor("k_positions", k_positions, "(Tk,)", dtype="int")
-        distance = (q_positions[:, None] - k_positions[None, :]).abs()  # (Tq, Tk)
-        return -self.slopes[:, None, None] * distance  # (H, Tq, Tk)
+        check_tensor("q_positions", q_positions, "(..., Tq)", dtype="int")
+        check_tensor("k_positions", k_positions, "(..., Tk)", dtype="int")
+        distance = (q_positions[..., :, None] - k_positions[..., None, :]).abs()  # (..., Tq, Tk)
+        return -self.slopes[:, None, None] * distance.unsqueeze(-3)  # (H, Tq, Tk), or (B, H, Tq, Tk)

@@ -17,8 +17,8 @@ class AttentionTrace:
     """One attention layer's queries, keys, values (after RoPE; keys and values include the cache) and weights."""
 
     queries: Tensor  # (B, H, T, d_head)
-    keys: Tensor  # (B, H, Tk, d_head)
-    values: Tensor  # (B, H, Tk, d_head)
+    keys: Tensor  # (B, H_kv, Tk, d_head); H_kv = H except with grouped-query attention
+    values: Tensor  # (B, H_kv, Tk, d_head)
     weights: Tensor  # (B, H, T, Tk), each row sums to 1
 
 
