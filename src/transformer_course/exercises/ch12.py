@@ -113,7 +113,7 @@ WINDOW = Exercise(
     make_cases=_window_cases,
     mistakes=(
         Mistake("三道闸门要取最小值：任何一道不满足，窗口就到头了；你取的是最大值。",
-                lambda g, w, p, pos, tr: _free_tokens(g, w, p).floor().clamp(min=max(pos, tr))),
+                lambda g, w, p, pos, tr: _free_tokens(g, w, p).floor().clamp(min=max(pos, tr))),  # the largest
         Mistake("显存要先放下模型权重，剩下的才能给 KV cache：先减去 weight_bytes。",
                 lambda g, w, p, pos, tr: (g.clamp(min=0) / p).floor().clamp(max=min(pos, tr))),
         Mistake("token 数必须是整数：可用的 token 数要向下取整（torch.floor）。",
