@@ -33,39 +33,30 @@ def _warmup_cases() -> list[tuple]:
     ]
 
 
-def _schedule(steps: Tensor, peak_lr: float, warmup_steps: int, total_steps: int, *, start: int = 1,
-              warm_end: int = 0, decay_from: int | None = None, decay_len: int | None = None,
-              shape: str = "cosine") -> Tensor:
-    """The warm-up and decay with knobs for the mistakes; the defaults are the statement's."""
-    s = steps.double()
-    warm = peak_lr * (s + start) / warmup_steps
-    decay_from = warmup_steps if decay_from is None else decay_from
-    decay_len = total_steps - warmup_steps if decay_len is None else decay_len
-    progress = (s - decay_from) / decay_len  # 0 at the end of the warm-up, 1 at total_steps
-    if shape == "cosine":
-        decay = peak_lr * 0.5 * (1 + torch.cos(math.pi * progress))
-    elif shape == "linear":
-        decay = peak_lr * (1 - progress)
-    elif shape == "bare cosine":
-        decay = peak_lr * torch.cos(math.pi * progress)
-    else:  # "none": constant after the warm-up
-        decay = torch.full_like(s, peak_lr)
-    return torch.where(s < warmup_steps + warm_end, warm, decay)  # (N,)
-
-
 def _warmup_reference(steps: Tensor, peak_lr: float, warmup_steps: int, total_steps: int) -> Tensor:
-    return _schedule(steps, peak_lr, warmup_steps, total_steps)
+    s = steps.double()  # (N,)
+    warm = peak_lr * (s + 1) / warmup_steps  # step 0: peak_lr / warmup_steps; step warmup_steps - 1: peak_lr
+    progress = (s - warmup_steps) / (total_steps - warmup_steps)  # 0 at the end of the warm-up, 1 at total_steps
+    decay = peak_lr * 0.5 * (1 + torch.cos(math.pi * progress))
+    return torch.where(s < warmup_steps, warm, decay)  # (N,)
 
 
-def _floor_divided(steps, peak_lr, warmup_steps, total_steps):
-    warm = peak_lr * ((steps + 1) // warmup_steps).double()  # integer division: 0 until the last step
-    return torch.where(steps < warmup_steps, warm, _warmup_reference(steps, peak_lr, warmup_steps, total_steps))
+# Pieces the mistakes are written with (each mistake gets the other phase wrong or the boundary).
+
+def _warm(steps: Tensor, peak_lr: float, warmup_steps: int) -> Tensor:
+    return peak_lr * (steps.double() + 1) / warmup_steps  # (N,) the statement's warm-up
 
 
-def _step_plus_one(steps, peak_lr, warmup_steps, total_steps):
-    s = steps + 1  # "steps count from 1", used in the decay too
-    return torch.where(steps < warmup_steps, peak_lr * s.double() / warmup_steps,
-                       _schedule(s, peak_lr, warmup_steps, total_steps))
+def _cosine(peak_lr: float, progress: Tensor) -> Tensor:
+    return peak_lr * 0.5 * (1 + torch.cos(math.pi * progress))  # peak_lr at progress 0, 0 at progress 1
+
+
+def _progress(steps: Tensor, warmup_steps: int, total_steps: int) -> Tensor:
+    return (steps.double() - warmup_steps) / (total_steps - warmup_steps)  # (N,) 0 after the warm-up, 1 at the end
+
+
+def _decay(steps: Tensor, peak_lr: float, warmup_steps: int, total_steps: int) -> Tensor:
+    return _cosine(peak_lr, _progress(steps, warmup_steps, total_steps))  # the statement's decay
 
 
 def _warmup_loop(steps, peak_lr, warmup_steps, total_steps):
@@ -83,28 +74,28 @@ WARMUP_LR = Exercise(
     mistakes=(
         Mistake("预热从 0 开始了：第 0 步的学习率是 0，这一步白走了。题目的预热是 peak_lr·(s + 1)/warmup_steps："
                 "第 0 步为 peak_lr/warmup_steps，第 warmup_steps − 1 步正好到 peak_lr。",
-                lambda s, lr, w, t: _schedule(s, lr, w, t, start=0)),
+                lambda s, lr, w, t: torch.where(s < w, lr * s.double() / w, _decay(s, lr, w, t))),
         Mistake("预热和衰减的分界差了一：第 warmup_steps 步已属于余弦衰减（学习率 peak_lr），你仍按预热公式算，"
                 "得到了超过 peak_lr 的值。预热阶段是 s < warmup_steps。",
-                lambda s, lr, w, t: _schedule(s, lr, w, t, warm_end=1)),
+                lambda s, lr, w, t: torch.where(s < w + 1, _warm(s, lr, w), _decay(s, lr, w, t))),
         Mistake("衰减阶段也用了 s + 1：+1 只属于预热（让第 0 步不为 0）；衰减进度是 (s − warmup_steps)/(total_steps − "
                 "warmup_steps)，第 warmup_steps 步正好是 peak_lr，第 total_steps 步正好是 0。",
-                _step_plus_one),
+                lambda s, lr, w, t: torch.where(s < w, _warm(s, lr, w), _decay(s + 1, lr, w, t))),
         Mistake("预热之后学习率一直停在 peak_lr：题目要求之后按余弦衰减，到第 total_steps 步降到 0。",
-                lambda s, lr, w, t: _schedule(s, lr, w, t, shape="none")),
+                lambda s, lr, w, t: torch.where(s < w, _warm(s, lr, w), torch.full_like(s, lr, dtype=torch.float64))),
         Mistake("衰减进度应除以衰减阶段的长度 total_steps − warmup_steps，你除以了 total_steps："
                 "学习率到第 total_steps 步还没有降到 0。",
-                lambda s, lr, w, t: _schedule(s, lr, w, t, decay_len=t)),
+                lambda s, lr, w, t: torch.where(s < w, _warm(s, lr, w), _cosine(lr, (s.double() - w) / t))),
         Mistake("衰减进度要从预热结束时算起：(s − warmup_steps)/(total_steps − warmup_steps)；你用了 s/total_steps，"
                 "预热一结束学习率就从 peak_lr 往下跳了一截。",
-                lambda s, lr, w, t: _schedule(s, lr, w, t, decay_from=0, decay_len=t)),
+                lambda s, lr, w, t: torch.where(s < w, _warm(s, lr, w), _cosine(lr, s.double() / t))),
         Mistake("衰减用了线性下降 peak_lr·(1 − p)：题目要的是余弦 peak_lr·½·(1 + cos(πp))。",
-                lambda s, lr, w, t: _schedule(s, lr, w, t, shape="linear")),
+                lambda s, lr, w, t: torch.where(s < w, _warm(s, lr, w), lr * (1 - _progress(s, w, t)))),
         Mistake("余弦衰减少了 ½·(1 + ·)：peak_lr·cos(πp) 在后半段成了负数；应为 peak_lr·½·(1 + cos(πp))，"
                 "从 peak_lr 平滑地降到 0。",
-                lambda s, lr, w, t: _schedule(s, lr, w, t, shape="bare cosine")),
+                lambda s, lr, w, t: torch.where(s < w, _warm(s, lr, w), lr * torch.cos(math.pi * _progress(s, w, t)))),
         Mistake("预热用了整除 //：(s + 1) // warmup_steps 在预热的前 warmup_steps − 1 步都是 0；用真除法 /。",
-                _floor_divided),
+                lambda s, lr, w, t: torch.where(s < w, lr * ((s + 1) // w).double(), _decay(s, lr, w, t))),
     ),
     forbidden=(
         Forbidden("本题要求不用循环：用张量运算（torch.where 分开两个阶段）一次算出全部 steps",

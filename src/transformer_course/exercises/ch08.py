@@ -8,6 +8,7 @@ own hint. The last ordinary case of each exercise is the first case's twin (its 
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 from torch import Tensor, nn
@@ -44,12 +45,27 @@ def _naive_ln(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
 
 
-def _ln(x: Tensor, weight: Tensor, bias: Tensor, eps: float, *, dim: int = -1, unbiased: bool = False,
-        eps_inside: bool = True) -> Tensor:
-    mean = x.mean(dim=dim, keepdim=True)
-    var = x.var(dim=dim, keepdim=True, unbiased=unbiased)
-    std = torch.sqrt(var + eps) if eps_inside else torch.sqrt(var) + eps
-    return (x - mean) / std * weight + bias
+def _unbiased(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=True)  # divides by C − 1
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
+def _across_tokens(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    mean = x.mean(dim=-2, keepdim=True)  # (B, 1, C): over the T tokens, not the C features
+    var = x.var(dim=-2, keepdim=True, unbiased=False)
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
+def _eps_outside(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    return (x - mean) / (torch.sqrt(var) + eps) * weight + bias  # eps outside the root
+
+
+def _x_hat(x: Tensor, eps: float) -> Tensor:
+    """The normalised x, before the weight and bias: (B, T, C)."""
+    return (x - x.mean(dim=-1, keepdim=True)) / torch.sqrt(x.var(dim=-1, keepdim=True, unbiased=False) + eps)
 
 
 def _course_ln(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
@@ -61,7 +77,9 @@ def _course_ln(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
 
 
 def _layer_norm_reference(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
-    return _ln(x, weight, bias, eps)
+    mean = x.mean(dim=-1, keepdim=True)  # (B, T, 1): over each token's C features
+    var = x.var(dim=-1, keepdim=True, unbiased=False)  # the biased variance, two-pass
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias  # (B, T, C)
 
 
 LAYER_NORM = Exercise(
@@ -71,18 +89,18 @@ LAYER_NORM = Exercise(
     mistakes=(
         Mistake("方差用了无偏估计（除以 C−1，x.var() 的默认值）；"
                 "LayerNorm 用有偏方差：x.var(dim=-1, unbiased=False)。",
-                lambda x, w, b, eps: _ln(x, w, b, eps, unbiased=True)),
+                _unbiased),
         Mistake("统计量算错了维度：LayerNorm 对每个 token 自己的 C 个特征（最后一维，dim=-1）求均值和方差，"
                 "不跨 token。",
-                lambda x, w, b, eps: _ln(x, w, b, eps, dim=-2)),
+                _across_tokens),
         Mistake("eps 应加在根号里面：sqrt(var + eps)，而不是 sqrt(var) + eps。",
-                lambda x, w, b, eps: _ln(x, w, b, eps, eps_inside=False)),
+                _eps_outside),
         Mistake("没有减去均值：这是 RMSNorm 的做法。LayerNorm 先减均值 μ，再除以 sqrt(var + eps)。",
                 lambda x, w, b, eps: x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w + b),
         Mistake("忘了可学习的缩放 weight（γ）和平移 bias（β）：归一化之后还要乘 weight、加 bias。",
-                lambda x, w, b, eps: _ln(x, torch.ones_like(w), torch.zeros_like(b), eps)),
+                lambda x, w, b, eps: _x_hat(x, eps)),
         Mistake("顺序不对：应先乘 weight 再加 bias（x̂ · γ + β），你算的是 (x̂ + β) · γ。",
-                lambda x, w, b, eps: (_ln(x, torch.ones_like(w), torch.zeros_like(b), eps) + b) * w),
+                lambda x, w, b, eps: (_x_hat(x, eps) + b) * w),
         Mistake("数值不稳定：均值很大（约 1e4）而波动很小时，E[x²] − E[x]² 是两个约 1e8 的数相减，"
                 "float32 在那里的间隔是 8，方差只剩噪声（甚至成了负数）。"
                 "先减去均值再平方：((x − μ)²).mean()，或 x.var(unbiased=False)。",
@@ -112,13 +130,18 @@ def _rms_norm_reference(x: Tensor, weight: Tensor, eps: float) -> Tensor:
     return x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight
 
 
+def _rms_of_centred(x: Tensor, weight: Tensor, eps: float) -> Tensor:
+    centred = x - x.mean(dim=-1, keepdim=True)  # LayerNorm's first step, not RMSNorm's
+    return centred / torch.sqrt(centred.pow(2).mean(dim=-1, keepdim=True) + eps) * weight
+
+
 RMS_NORM = Exercise(
     name="rms_norm",
     reference=_rms_norm_reference,
     make_cases=_rms_norm_cases,
     mistakes=(
         Mistake("RMSNorm 不减均值：直接用 x 除以均方根 sqrt(mean(x²) + eps)，你先减去了均值（那是 LayerNorm）。",
-                lambda x, w, eps: _rms_norm_reference(x - x.mean(-1, keepdim=True), w, eps)),
+                _rms_of_centred),
         Mistake("应除以均方根 sqrt(mean(x²) + eps)：你用了平方和（没有除以特征数 C）。",
                 lambda x, w, eps: x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) + eps) * w),
         Mistake("RMSNorm 除以的是均方根 sqrt(mean(x²) + eps)，不是标准差 x.std()。",
@@ -126,7 +149,7 @@ RMS_NORM = Exercise(
         Mistake("eps 应加在根号里面：sqrt(mean(x²) + eps)，而不是 sqrt(mean(x²)) + eps。",
                 lambda x, w, eps: x / (torch.sqrt(x.pow(2).mean(-1, keepdim=True)) + eps) * w),
         Mistake("忘了乘可学习的缩放 weight（γ）。",
-                lambda x, w, eps: _rms_norm_reference(x, torch.ones_like(w), eps)),
+                lambda x, w, eps: x / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps)),
         Mistake("均值的分母差了一：mean(x²) 是平方和除以 C，你除以的是 C − 1。",
                 lambda x, w, eps: x / torch.sqrt(x.pow(2).sum(-1, keepdim=True) / (x.shape[-1] - 1) + eps) * w),
     ),
@@ -135,6 +158,8 @@ check_rms_norm = RMS_NORM.check
 
 
 # ---- 练习 3: a pre-LN block from its parts ---------------------------------------------------
+
+_Sublayer = Callable[[Tensor], Tensor]  # the attention, the FFN or a norm: (B, T, C) -> (B, T, C)
 
 def _randomise(module: nn.Module, g: torch.Generator) -> nn.Module:
     """Seeded weights (norm gains away from 1) so that every part of the block matters."""
@@ -161,26 +186,37 @@ def _block_cases() -> list[tuple]:
     return cases
 
 
-def _pre_ln(x, attn, ffn, norm1, norm2):
-    x = x + attn(norm1(x))  # (B, T, C)
-    return x + ffn(norm2(x))
-
-
-def _block_reference(x: Tensor, attn, ffn, norm1, norm2) -> Tensor:
+def _block_reference(x: Tensor, attn: _Sublayer, ffn: _Sublayer, norm1: _Sublayer, norm2: _Sublayer) -> Tensor:
     with torch.no_grad():
-        return _pre_ln(x, attn, ffn, norm1, norm2)
+        x = x + attn(norm1(x))  # (B, T, C)
+        return x + ffn(norm2(x))
 
 
-def _no_ffn_residual(x, attn, ffn, norm1, norm2):
-    x = x + attn(norm1(x))
-    return ffn(norm2(x))
+def _post_ln(x: Tensor, attn: _Sublayer, ffn: _Sublayer, norm1: _Sublayer, norm2: _Sublayer) -> Tensor:
+    x = norm1(x + attn(x))  # the norm after the residual sum
+    return norm2(x + ffn(x))
 
 
-def _normalised_residual(x, attn, ffn, norm1, norm2):
+def _normalised_residual(x: Tensor, attn: _Sublayer, ffn: _Sublayer, norm1: _Sublayer, norm2: _Sublayer) -> Tensor:
     h = norm1(x)
-    x = h + attn(h)
+    x = h + attn(h)  # the residual carries norm1(x), not x
     h = norm2(x)
     return h + ffn(h)
+
+
+def _no_ffn_residual(x: Tensor, attn: _Sublayer, ffn: _Sublayer, norm1: _Sublayer, norm2: _Sublayer) -> Tensor:
+    x = x + attn(norm1(x))
+    return ffn(norm2(x))  # no "x +"
+
+
+def _norms_swapped(x: Tensor, attn: _Sublayer, ffn: _Sublayer, norm1: _Sublayer, norm2: _Sublayer) -> Tensor:
+    x = x + attn(norm2(x))  # norm2 before the attention, norm1 before the FFN
+    return x + ffn(norm1(x))
+
+
+def _ffn_first(x: Tensor, attn: _Sublayer, ffn: _Sublayer, norm1: _Sublayer, norm2: _Sublayer) -> Tensor:
+    x = x + ffn(norm1(x))  # the FFN before the attention
+    return x + attn(norm2(x))
 
 
 PRE_LN_BLOCK = Exercise(
@@ -190,15 +226,15 @@ PRE_LN_BLOCK = Exercise(
     reference_dtype=None,  # the parts are float32 modules
     mistakes=(
         Mistake("这是 Post-LN（原始 Transformer）：norm(x + f(x))。Pre-LN 是 x + f(norm(x))，残差路径上不做归一化。",
-                lambda x, a, f, n1, n2: n2((lambda y: y + f(y))(n1(x + a(x))))),
+                _post_ln),
         Mistake("残差加回的应是未归一化的 x：x + attn(norm1(x))，而不是 norm1(x) + attn(norm1(x))。",
                 _normalised_residual),
         Mistake("FFN 外面也要有残差连接：x + ffn(norm2(x))。",
                 _no_ffn_residual),
         Mistake("两个子层各有自己的 LayerNorm：注意力之前用 norm1，FFN 之前用 norm2，你把它们用反了。",
-                lambda x, a, f, n1, n2: _pre_ln(x, a, f, n2, n1)),
+                _norms_swapped),
         Mistake("顺序反了：先注意力（token 之间交换信息），再 FFN（每个 token 各自变换）。",
-                lambda x, a, f, n1, n2: (lambda y: y + a(n2(y)))(x + f(n1(x)))),
+                _ffn_first),
     ),
 )
 check_pre_ln_block = PRE_LN_BLOCK.check

@@ -8,6 +8,8 @@ ordinary case of each exercise is the first case's twin (its sizes, new values).
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import Tensor
 from torch.nn import functional as F
@@ -33,26 +35,35 @@ def _prefix_cases() -> list[tuple | Case]:
     return cases + [Case((q, k, _randn(g, 2, 7, 3), 3), atol=LARGE_ATOL, note=LARGE_NOTE)]
 
 
-def _prefix_mask(t: int, prefix_len: int, *, rows: bool = False) -> Tensor:
-    """``(T, T)`` bool: query i may see key j if j <= i, or j is in the prefix (``rows``: i is)."""
-    i = torch.arange(t)[:, None]  # (T, 1) queries
-    j = torch.arange(t)[None, :]  # (1, T) keys
-    return (j <= i) | ((i if rows else j) < prefix_len)
-
-
 def _prefix_reference(q: Tensor, k: Tensor, v: Tensor, prefix_len: int) -> tuple[Tensor, Tensor]:
-    return scaled_dot_product_attention(q, k, v, mask=_prefix_mask(q.shape[-2], prefix_len))
+    i = torch.arange(q.shape[-2])[:, None]  # (T, 1) queries
+    j = torch.arange(q.shape[-2])[None, :]  # (1, T) keys
+    mask = (j <= i) | (j < prefix_len)  # (T, T): causal, and the prefix's keys open to every query
+    return scaled_dot_product_attention(q, k, v, mask=mask)
+
+
+def _attend_where(q: Tensor, k: Tensor, v: Tensor,
+                  allowed: Callable[[Tensor, Tensor], Tensor]) -> tuple[Tensor, Tensor]:
+    """Attention in which query i may see key j where ``allowed(i, j)`` (i: (T, 1), j: (1, T))."""
+    i, j = torch.arange(q.shape[-2])[:, None], torch.arange(q.shape[-2])[None, :]
+    return scaled_dot_product_attention(q, k, v, mask=allowed(i, j))
+
+
+def _prefix_scores(q: Tensor, k: Tensor, prefix_len: int) -> Tensor:
+    """The scaled scores (B, T, T), with -1e9 where the prefix-LM mask hides a key."""
+    i, j = torch.arange(q.shape[-2])[:, None], torch.arange(q.shape[-2])[None, :]
+    return (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(~((j <= i) | (j < prefix_len)), -1e9)
 
 
 def _naive_prefix(q: Tensor, k: Tensor, v: Tensor, prefix_len: int) -> tuple[Tensor, Tensor]:
-    scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(~_prefix_mask(q.shape[-2], prefix_len), -1e9)
-    w = naive_softmax(scores)
+    w = naive_softmax(_prefix_scores(q, k, prefix_len))  # exp without subtracting the max
     return w @ v, w
 
 
 def _mask_after_softmax(q: Tensor, k: Tensor, v: Tensor, prefix_len: int) -> tuple[Tensor, Tensor]:
     w = torch.softmax(q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5, dim=-1)  # (B, T, T)
-    w = w * _prefix_mask(q.shape[-2], prefix_len)
+    i, j = torch.arange(q.shape[-2])[:, None], torch.arange(q.shape[-2])[None, :]
+    w = w * ((j <= i) | (j < prefix_len))  # masked after the softmax: rows no longer sum to 1
     return w @ v, w
 
 
@@ -62,19 +73,18 @@ PREFIX_LM = Exercise(
     make_cases=_prefix_cases,
     mistakes=(
         Mistake("这是普通的因果掩码：前缀内部应当双向可见——前缀里的 key（j < prefix_len）对所有 query 都开放。",
-                lambda q, k, v, p: scaled_dot_product_attention(q, k, v, mask=_prefix_mask(q.shape[-2], 0))),
+                lambda q, k, v, p: _attend_where(q, k, v, lambda i, j: j <= i)),
         Mistake("完全没有遮挡：前缀之后的部分仍然是因果的，位置 i ≥ prefix_len 不能看见它之后的 token。",
                 lambda q, k, v, p: scaled_dot_product_attention(q, k, v)),
         Mistake("方向反了：应当是「前缀里的 key 谁都能看」（按列 j < prefix_len 放开），"
                 "而不是「前缀里的 query 能看见一切」（按行放开会让前缀偷看到后面的答案）。",
-                lambda q, k, v, p: scaled_dot_product_attention(q, k, v, mask=_prefix_mask(q.shape[-2], p, rows=True))),
+                lambda q, k, v, p: _attend_where(q, k, v, lambda i, j: (j <= i) | (i < p))),
         Mistake("前缀长度差了一：前缀是位置 0 … prefix_len-1，共 prefix_len 个位置（条件是 j < prefix_len）。",
-                lambda q, k, v, p: scaled_dot_product_attention(q, k, v, mask=_prefix_mask(q.shape[-2], p + 1))),
+                lambda q, k, v, p: _attend_where(q, k, v, lambda i, j: (j <= i) | (j < p + 1))),
         Mistake("掩码加在了 softmax 之后：被遮住的权重归零了，但每行之和不再是 1。应在 softmax 之前把分数设为 -inf。",
                 _mask_after_softmax),
         Mistake("前缀少了一个位置：前缀是位置 0 … prefix_len-1（条件 j < prefix_len），你只放开了 j < prefix_len − 1。",
-                lambda q, k, v, p: scaled_dot_product_attention(q, k, v,
-                                                                mask=_prefix_mask(q.shape[-2], max(p - 1, 0)))),
+                lambda q, k, v, p: _attend_where(q, k, v, lambda i, j: (j <= i) | (j < p - 1))),
         Mistake(NAIVE_HINT, _naive_prefix),
     ),
 )
@@ -114,7 +124,7 @@ def _token_losses(logits: Tensor, targets: Tensor) -> Tensor:
 
 
 def _mlm_reference(logits: Tensor, targets: Tensor, selected: Tensor) -> Tensor:
-    losses = _token_losses(logits, targets)  # (B, T) cross-entropy at every position
+    losses = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # (B, T): at every position
     sel = selected.float()
     return (losses * sel).sum(1) / sel.sum(1)  # (B,) mean over the selected positions only
 
@@ -181,7 +191,10 @@ def _masked_sum(hidden: Tensor, lengths: Tensor) -> Tensor:
 
 
 def _similarity_reference(hidden: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
-    return _with_cosine(_pooled(hidden, _real(hidden, lengths)))
+    real = (torch.arange(hidden.shape[1])[None, :] < lengths[:, None]).float()  # (B, T): 1 = real token
+    pooled = (hidden * real[..., None]).sum(1) / real.sum(1, keepdim=True)  # (B, C): mean of the real tokens
+    unit = F.normalize(pooled, dim=-1)  # (B, C)
+    return pooled, unit @ unit.T  # (B, C), (B, B)
 
 
 # The cosine matrix alone cannot tell a wrong denominator of the mean: a cosine ignores the length of

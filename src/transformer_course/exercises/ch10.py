@@ -39,7 +39,8 @@ def _top_k_cases() -> list[tuple[Tensor, int]]:
 
 def top_k_filter(logits: Tensor, k: int) -> Tensor:
     """The checker's own top-k (the learner may not call the course package, so neither may the reference)."""
-    return logits.masked_fill(logits < _kth_largest(logits, k), NEG_INF)
+    kth = logits.topk(k, dim=-1).values[..., -1:]  # (B, 1): the k-th largest logit of each row
+    return logits.masked_fill(logits < kth, NEG_INF)  # (B, V)
 
 
 def _top_k_reference(logits: Tensor, k: int) -> Tensor:
@@ -63,9 +64,9 @@ TOP_K = Exercise(
                 "比较时应去掉「小于」第 k 大的值（<），而不是「小于等于」（<=）。",
                 lambda z, k: z.masked_fill(z <= _kth_largest(z, k), NEG_INF)),
         Mistake("应返回过滤后的 logits（被去掉的位置是 -inf），而不是 softmax 之后的概率。",
-                lambda z, k: top_k_filter(z, k).softmax(dim=-1)),
+                lambda z, k: z.masked_fill(z < _kth_largest(z, k), NEG_INF).softmax(dim=-1)),
         Mistake("多留了一个：保留最大的 k 个，你留下了 k + 1 个（第 k 大的值是 topk(k).values[..., -1]）。",
-                lambda z, k: top_k_filter(z, k + 1)),
+                lambda z, k: z.masked_fill(z < _kth_largest(z, k + 1), NEG_INF)),
     ),
     forbidden=(
         Forbidden("本题要求只用 torch 的基本运算（如 topk、masked_fill），不要调用课程包（tc.top_k_filter）",
@@ -94,20 +95,42 @@ def _top_p_reference(logits: Tensor, p: float) -> Tensor:
     return top_p_filter(logits, p)
 
 
-def _nucleus(logits: Tensor, p: float, *, scores: str = "probs", include_crossing: bool = True,
-             strict: bool = False, descending: bool = True, unsort: bool = True) -> Tensor:
-    """The nucleus filter with one step done wrong, as named by the keyword arguments."""
-    values = {"probs": logits.softmax(dim=-1), "logits": logits, "naive": naive_softmax(logits)}[scores]
-    sorted_values, order = values.sort(dim=-1, descending=descending)  # (B, V)
-    cumulative = sorted_values.cumsum(dim=-1)
-    mass_before = cumulative - sorted_values  # the probability ranked above each token
-    if not include_crossing:
-        drop = cumulative > p
-    else:
-        drop = mass_before > p if strict else mass_before >= p
-    if not unsort:  # forgot to put the tokens back in vocabulary order
-        return logits.sort(dim=-1, descending=True).values.masked_fill(drop, NEG_INF)
+# Each wrong nucleus filter: the sort, the mass ranked above each token and the rule that drops it.
+
+def _unsorted(logits: Tensor, order: Tensor, drop: Tensor) -> Tensor:
+    """``logits`` with -inf where ``drop`` (in the sorted order ``order``) says so: back in vocabulary order."""
     return logits.masked_fill(drop.scatter(-1, order, drop), NEG_INF)
+
+
+def _crossing_dropped(logits: Tensor, p: float) -> Tensor:
+    probs, order = logits.softmax(dim=-1).sort(dim=-1, descending=True)  # (B, V)
+    return _unsorted(logits, order, probs.cumsum(dim=-1) > p)  # drops the token that crosses p as well
+
+
+def _strictly_above(logits: Tensor, p: float) -> Tensor:
+    probs, order = logits.softmax(dim=-1).sort(dim=-1, descending=True)
+    return _unsorted(logits, order, probs.cumsum(dim=-1) - probs > p)  # keeps one where the mass before is p
+
+
+def _logits_summed(logits: Tensor, p: float) -> Tensor:
+    values, order = logits.sort(dim=-1, descending=True)  # logits where probabilities belong
+    return _unsorted(logits, order, values.cumsum(dim=-1) - values >= p)
+
+
+def _ascending(logits: Tensor, p: float) -> Tensor:
+    probs, order = logits.softmax(dim=-1).sort(dim=-1)  # the least likely token first
+    return _unsorted(logits, order, probs.cumsum(dim=-1) - probs >= p)
+
+
+def _left_sorted(logits: Tensor, p: float) -> Tensor:
+    probs = logits.softmax(dim=-1).sort(dim=-1, descending=True).values
+    drop = probs.cumsum(dim=-1) - probs >= p
+    return logits.sort(dim=-1, descending=True).values.masked_fill(drop, NEG_INF)  # never put back in order
+
+
+def _naive_nucleus(logits: Tensor, p: float) -> Tensor:
+    probs, order = naive_softmax(logits).sort(dim=-1, descending=True)  # exp without subtracting the max
+    return _unsorted(logits, order, probs.cumsum(dim=-1) - probs >= p)
 
 
 TOP_P = Exercise(
@@ -117,17 +140,17 @@ TOP_P = Exercise(
     mistakes=(
         Mistake("边界错了：让累计概率「跨过」p 的那个 token 也要保留（否则可能一个都不剩）。"
                 "判断一个 token 去留时，看的是排在它前面的概率之和是否已经 >= p。",
-                lambda z, p: _nucleus(z, p, include_crossing=False)),
+                _crossing_dropped),
         Mistake("边界多留了一个：排在前面的概率之和恰好等于 p 时，核已经凑够了，这个 token 不该再留。"
                 "判断条件是「前面的概率之和 >= p 就去掉」，而不是「> p」。",
-                lambda z, p: _nucleus(z, p, strict=True)),
+                _strictly_above),
         Mistake("累加的应是 softmax 之后的概率，而不是 logits：只有概率才能和阈值 p 比较。",
-                lambda z, p: _nucleus(z, p, scores="logits")),
+                _logits_summed),
         Mistake("排序方向反了：核采样从最可能的 token 开始累加（descending=True）。",
-                lambda z, p: _nucleus(z, p, descending=False)),
+                _ascending),
         Mistake("忘了把结果放回词表顺序：排序后得到的掩码要用 scatter（或按 argsort 的逆）映射回原来的位置。",
-                lambda z, p: _nucleus(z, p, unsort=False)),
-        Mistake(NAIVE_HINT, lambda z, p: _nucleus(z, p, scores="naive")),
+                _left_sorted),
+        Mistake(NAIVE_HINT, _naive_nucleus),
     ),
     reference_dtype=None,  # the boundary case is exact in float32, as the learner computes it
 )
@@ -147,14 +170,14 @@ def _log_prob_cases() -> list[tuple | Case]:
     return cases + [Case((logits, tokens), atol=1e-2, note=BIG_LOGITS_NOTE)]  # sums of log-probabilities ~ -1e3
 
 
-def _gathered(log_probs: Tensor, tokens: Tensor, shift: int = 1) -> Tensor:
-    """``log_probs[:, t, tokens[:, t + shift]]`` for every usable t: ``(B, T - shift)``."""
-    T = tokens.shape[1]
-    return log_probs[:, : T - shift].gather(-1, tokens[:, shift:, None]).squeeze(-1)
-
-
 def _log_prob_reference(logits: Tensor, tokens: Tensor) -> Tensor:
-    return _gathered(logits.log_softmax(dim=-1), tokens).sum(dim=-1)  # (B,)
+    log_probs = logits.log_softmax(dim=-1)[:, :-1]  # (B, T - 1, V): position t predicts token t + 1
+    return log_probs.gather(-1, tokens[:, 1:, None]).squeeze(-1).sum(dim=-1)  # (B,)
+
+
+def _of_next(log_probs: Tensor, tokens: Tensor) -> Tensor:
+    """``log_probs[:, t, tokens[:, t + 1]]`` for t < T - 1: ``(B, T - 1)`` (whatever ``log_probs`` holds)."""
+    return log_probs[:, :-1].gather(-1, tokens[:, 1:, None]).squeeze(-1)
 
 
 LOG_PROB = Exercise(
@@ -165,15 +188,15 @@ LOG_PROB = Exercise(
     mistakes=(
         Mistake("错位了：位置 t 的 logits 预测的是下一个 token tokens[:, t+1]，"
                 "所以要用 logits[:, :-1] 去对 tokens[:, 1:]。",
-                lambda z, x: _gathered(z.log_softmax(dim=-1), x, shift=0).sum(dim=-1)),
+                lambda z, x: z.log_softmax(dim=-1).gather(-1, x[..., None]).squeeze(-1).sum(dim=-1)),
         Mistake("直接取了 logits：logits 不是对数概率，要先做 log_softmax（在词表那一维上）。",
-                lambda z, x: _gathered(z, x).sum(dim=-1)),
+                lambda z, x: _of_next(z, x).sum(dim=-1)),
         Mistake("log_softmax 的维度不对：要在最后一维（词表 V）上归一化，即 dim=-1。",
-                lambda z, x: _gathered(z.log_softmax(dim=1), x).sum(dim=-1)),
+                lambda z, x: _of_next(z.log_softmax(dim=1), x).sum(dim=-1)),
         Mistake("应把各步的对数概率相加（序列概率是各步概率之积），而不是取平均。",
-                lambda z, x: _gathered(z.log_softmax(dim=-1), x).mean(dim=-1)),
-        Mistake(LOG_OF_SOFTMAX_HINT, lambda z, x: _gathered(naive_log_softmax(z), x).sum(dim=-1)),
-        Mistake(NAIVE_LSE_HINT, lambda z, x: _gathered(overflowing_log_softmax(z), x).sum(dim=-1)),
+                lambda z, x: _of_next(z.log_softmax(dim=-1), x).mean(dim=-1)),
+        Mistake(LOG_OF_SOFTMAX_HINT, lambda z, x: _of_next(naive_log_softmax(z), x).sum(dim=-1)),
+        Mistake(NAIVE_LSE_HINT, lambda z, x: _of_next(overflowing_log_softmax(z), x).sum(dim=-1)),
     ),
 )
 check_sequence_log_prob = LOG_PROB.check

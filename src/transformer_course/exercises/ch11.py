@@ -42,53 +42,64 @@ def _cached_cases() -> list[tuple | Case]:
     return cases + [Case((12.0 * q, 12.0 * k_new, v_new, 12.0 * k_past, v_past), atol=LARGE_ATOL, note=LARGE_NOTE)]
 
 
-def _attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, softmax=None) -> Tensor:
-    if softmax is not None:
-        scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(~mask, float("-inf"))
-        return softmax(scores) @ v
-    return scaled_dot_product_attention(q, k, v, mask=mask)[0]
+_Step = tuple[Tensor, Tensor, Tensor]  # (out (B, H, T_new, d_v), k_all, v_all)
 
 
-def _cached_reference(q: Tensor, k_new: Tensor, v_new: Tensor, k_past: Tensor, v_past: Tensor):
+def _cached_reference(q: Tensor, k_new: Tensor, v_new: Tensor, k_past: Tensor, v_past: Tensor) -> _Step:
     k_all = torch.cat([k_past, k_new], dim=2)  # (B, H, T_past + T_new, d_head)
     v_all = torch.cat([v_past, v_new], dim=2)
     mask = causal_mask(q.shape[2], k_all.shape[2])  # new token i sees the past and new tokens <= i
-    return _attend(q, k_all, v_all, mask), k_all, v_all
+    return scaled_dot_product_attention(q, k_all, v_all, mask=mask)[0], k_all, v_all
 
 
-def _no_past(q, k_new, v_new, k_past, v_past):
-    _, k_all, v_all = _cached_reference(q, k_new, v_new, k_past, v_past)
-    return _attend(q, k_new, v_new, causal_mask(q.shape[2])), k_all, v_all
+# Pieces the mistakes are written with.
+
+def _attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None) -> Tensor:
+    return scaled_dot_product_attention(q, k, v, mask=mask)[0]  # (B, H, T_q, d_v)
 
 
-def _not_stored(q, k_new, v_new, k_past, v_past):
-    out, _, _ = _cached_reference(q, k_new, v_new, k_past, v_past)
-    return out, k_past, v_past
+def _naive_attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
+    scores = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).masked_fill(~mask, float("-inf"))  # (B, H, T_q, T_k)
+    return naive_softmax(scores) @ v  # exp without subtracting the max
 
 
-def _new_first(q, k_new, v_new, k_past, v_past):
+def _joined(k_new: Tensor, v_new: Tensor, k_past: Tensor, v_past: Tensor) -> tuple[Tensor, Tensor]:
+    return torch.cat([k_past, k_new], dim=2), torch.cat([v_past, v_new], dim=2)  # the past first
+
+
+def _no_past(q: Tensor, k_new: Tensor, v_new: Tensor, k_past: Tensor, v_past: Tensor) -> _Step:
+    k_all, v_all = _joined(k_new, v_new, k_past, v_past)
+    return _attend(q, k_new, v_new, causal_mask(q.shape[2])), k_all, v_all  # attends to the new K/V only
+
+
+def _not_stored(q: Tensor, k_new: Tensor, v_new: Tensor, k_past: Tensor, v_past: Tensor) -> _Step:
+    k_all, v_all = _joined(k_new, v_new, k_past, v_past)
+    return _attend(q, k_all, v_all, causal_mask(q.shape[2], k_all.shape[2])), k_past, v_past  # the old cache
+
+
+def _new_first(q: Tensor, k_new: Tensor, v_new: Tensor, k_past: Tensor, v_past: Tensor) -> _Step:
     k_all, v_all = torch.cat([k_new, k_past], dim=2), torch.cat([v_new, v_past], dim=2)
     return _attend(q, k_all, v_all, causal_mask(q.shape[2], k_all.shape[2])), k_all, v_all
 
 
-def _no_mask(q, k_new, v_new, k_past, v_past):
-    _, k_all, v_all = _cached_reference(q, k_new, v_new, k_past, v_past)
+def _no_mask(q: Tensor, k_new: Tensor, v_new: Tensor, k_past: Tensor, v_past: Tensor) -> _Step:
+    k_all, v_all = _joined(k_new, v_new, k_past, v_past)
     return _attend(q, k_all, v_all, None), k_all, v_all
 
 
-def _mask_one_too_far(q, k_new, v_new, k_past, v_past):
-    _, k_all, v_all = _cached_reference(q, k_new, v_new, k_past, v_past)
+def _mask_one_too_far(q: Tensor, k_new: Tensor, v_new: Tensor, k_past: Tensor, v_past: Tensor) -> _Step:
+    k_all, v_all = _joined(k_new, v_new, k_past, v_past)
     mask = torch.ones(q.shape[2], k_all.shape[2], dtype=torch.bool).tril(k_past.shape[2] + 1)  # sees i + 1 too
     return _attend(q, k_all, v_all, mask), k_all, v_all
 
 
-def _naive(q, k_new, v_new, k_past, v_past):
-    _, k_all, v_all = _cached_reference(q, k_new, v_new, k_past, v_past)
-    return _attend(q, k_all, v_all, causal_mask(q.shape[2], k_all.shape[2]), softmax=naive_softmax), k_all, v_all
+def _naive(q: Tensor, k_new: Tensor, v_new: Tensor, k_past: Tensor, v_past: Tensor) -> _Step:
+    k_all, v_all = _joined(k_new, v_new, k_past, v_past)
+    return _naive_attend(q, k_all, v_all, causal_mask(q.shape[2], k_all.shape[2])), k_all, v_all
 
 
-def _mask_without_offset(q, k_new, v_new, k_past, v_past):
-    _, k_all, v_all = _cached_reference(q, k_new, v_new, k_past, v_past)
+def _mask_without_offset(q: Tensor, k_new: Tensor, v_new: Tensor, k_past: Tensor, v_past: Tensor) -> _Step:
+    k_all, v_all = _joined(k_new, v_new, k_past, v_past)
     mask = torch.ones(q.shape[2], k_all.shape[2], dtype=torch.bool).tril()  # diagonal 0: wrong
     return _attend(q, k_all, v_all, mask), k_all, v_all
 
@@ -127,23 +138,29 @@ def _gqa_cases() -> list[tuple | Case]:
     return cases + [Case((12.0 * q, 12.0 * k, v), atol=LARGE_ATOL, note=LARGE_NOTE)]
 
 
-def _gqa(q: Tensor, k: Tensor, v: Tensor, *, expand: str = "interleave", causal: bool = True,
-         scale: float | None = None, naive: bool = False) -> Tensor:
-    n_rep = q.shape[1] // k.shape[1]
-    if expand == "interleave":  # query head h uses K/V head h // n_rep
-        k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)
-    elif expand == "tile":  # query head h uses K/V head h % H_kv (wrong grouping)
-        k, v = k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)
-    else:  # every query head uses K/V head 0
-        k, v = k[:, :1].expand(-1, q.shape[1], -1, -1), v[:, :1].expand(-1, q.shape[1], -1, -1)
-    mask = causal_mask(q.shape[2]) if causal else None
-    if naive:
-        return _attend(q, k, v, causal_mask(q.shape[2]), softmax=naive_softmax)
-    return scaled_dot_product_attention(q, k, v, mask=mask, scale=scale)[0]
-
-
 def _gqa_reference(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
-    return _gqa(q, k, v)
+    n_rep = q.shape[1] // k.shape[1]  # query heads per K/V head
+    k, v = k.repeat_interleave(n_rep, dim=1), v.repeat_interleave(n_rep, dim=1)  # head h: K/V head h // n_rep
+    return scaled_dot_product_attention(q, k, v, mask=causal_mask(q.shape[2]))[0]  # (B, H, T, d_v)
+
+
+def _grouped(kv: Tensor, q: Tensor) -> Tensor:
+    return kv.repeat_interleave(q.shape[1] // kv.shape[1], dim=1)  # (B, H, T, d): head h gets K/V head h // n_rep
+
+
+def _tiled(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    n_rep = q.shape[1] // k.shape[1]
+    k, v = k.repeat(1, n_rep, 1, 1), v.repeat(1, n_rep, 1, 1)  # head h gets K/V head h % H_kv
+    return _attend(q, k, v, causal_mask(q.shape[2]))
+
+
+def _first_head_only(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    k, v = k[:, :1].expand(-1, q.shape[1], -1, -1), v[:, :1].expand(-1, q.shape[1], -1, -1)  # K/V head 0
+    return _attend(q, k, v, causal_mask(q.shape[2]))
+
+
+def _unscaled(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+    return scaled_dot_product_attention(q, _grouped(k, q), _grouped(v, q), mask=causal_mask(q.shape[2]), scale=1.0)[0]
 
 
 GQA = Exercise(
@@ -153,14 +170,14 @@ GQA = Exercise(
     mistakes=(
         Mistake("分组方式不对：相邻的 n_rep 个查询头共用一个 K/V 头（头 h 用 K/V 头 h // n_rep），"
                 "应使用 repeat_interleave，而不是 repeat（那样头 h 用的是 h % H_kv）。",
-                lambda q, k, v: _gqa(q, k, v, expand="tile")),
+                _tiled),
         Mistake("缺少因果掩码：解码器里位置 i 只能关注 j <= i。",
-                lambda q, k, v: _gqa(q, k, v, causal=False)),
+                lambda q, k, v: _attend(q, _grouped(k, q), _grouped(v, q), None)),
         Mistake("所有查询头都用了第 0 个 K/V 头：那是多查询注意力（MQA），这里每组查询头有自己的 K/V 头。",
-                lambda q, k, v: _gqa(q, k, v, expand="first")),
+                _first_head_only),
         Mistake("缺少缩放：softmax 之前要把分数除以 √d_head。",
-                lambda q, k, v: _gqa(q, k, v, scale=1.0)),
-        Mistake(NAIVE_HINT, lambda q, k, v: _gqa(q, k, v, naive=True)),
+                _unscaled),
+        Mistake(NAIVE_HINT, lambda q, k, v: _naive_attend(q, _grouped(k, q), _grouped(v, q), causal_mask(q.shape[2]))),
     ),
 )
 check_grouped_query_attention = GQA.check
@@ -183,14 +200,10 @@ def _gib_cases() -> list[tuple]:
     ]
 
 
-def _gib(seq_lens: Tensor, n_layers: int, heads: int, d_head: int, batch_size: int,
-         bytes_per_value: int, *, kv: int = 2, unit: float = GIB, extra: int = 0) -> Tensor:
-    per_position = kv * n_layers * heads * d_head * bytes_per_value
-    return (seq_lens.double() + extra) * per_position * batch_size / unit  # (N,)
-
-
-def _gib_reference(seq_lens, n_layers, n_heads, n_kv_heads, d_head, batch_size, bytes_per_value):
-    return _gib(seq_lens, n_layers, n_kv_heads, d_head, batch_size, bytes_per_value)
+def _gib_reference(seq_lens: Tensor, n_layers: int, n_heads: int, n_kv_heads: int, d_head: int, batch_size: int,
+                   bytes_per_value: int) -> Tensor:
+    per_position = 2 * n_layers * n_kv_heads * d_head * bytes_per_value  # K and V of every layer, in bytes
+    return seq_lens.double() * per_position * batch_size / GIB  # (N,)
 
 
 GIB_EXERCISE = Exercise(
@@ -199,17 +212,17 @@ GIB_EXERCISE = Exercise(
     make_cases=_gib_cases,
     mistakes=(
         Mistake("少了因子 2：每个位置既要存 K，也要存 V。",
-                lambda s, L, H, Hkv, d, B, nb: _gib(s, L, Hkv, d, B, nb, kv=1)),
+                lambda s, L, H, Hkv, d, B, nb: s.double() * (L * Hkv * d * nb) * B / GIB),
         Mistake("用了查询头数 n_heads：缓存里存的是 K/V 头，分组查询注意力时应乘 n_kv_heads。",
-                lambda s, L, H, Hkv, d, B, nb: _gib(s, L, H, d, B, nb)),
+                lambda s, L, H, Hkv, d, B, nb: s.double() * (2 * L * H * d * nb) * B / GIB),
         Mistake("单位不对：GiB 是 2**30 字节，而不是 10**9 字节（那是 GB）。",
-                lambda s, L, H, Hkv, d, B, nb: _gib(s, L, Hkv, d, B, nb, unit=1e9)),
+                lambda s, L, H, Hkv, d, B, nb: s.double() * (2 * L * Hkv * d * nb) * B / 1e9),
         Mistake("少乘了层数：每一层都有自己的 K/V 缓存。",
-                lambda s, L, H, Hkv, d, B, nb: _gib(s, 1, Hkv, d, B, nb)),
+                lambda s, L, H, Hkv, d, B, nb: s.double() * (2 * Hkv * d * nb) * B / GIB),
         Mistake("少乘了 batch 大小：batch 里每条序列都有自己的缓存。",
-                lambda s, L, H, Hkv, d, B, nb: _gib(s, L, Hkv, d, 1, nb)),
+                lambda s, L, H, Hkv, d, B, nb: s.double() * (2 * L * Hkv * d * nb) / GIB),
         Mistake("位置数差了一：长度为 N 的序列缓存 N 个位置的 K/V，不要加 1。",
-                lambda s, L, H, Hkv, d, B, nb: _gib(s, L, Hkv, d, B, nb, extra=1)),
+                lambda s, L, H, Hkv, d, B, nb: (s.double() + 1) * (2 * L * Hkv * d * nb) * B / GIB),
     ),
     dtype=torch.float64,  # the statement asks for float64
 )

@@ -48,65 +48,30 @@ def _scores_and_cache(lengths: Tensor, n_layers: int, n_heads: int, n_kv_heads: 
     return scores, cache
 
 
-def _cache_without_v(n, layers, heads, kv_heads, d):
-    scores, _ = _scores_and_cache(n, layers, heads, kv_heads, d)
-    return scores, layers * kv_heads * d * n  # K only
-
-
-def _cache_with_q(n, layers, heads, kv_heads, d):
-    scores, _ = _scores_and_cache(n, layers, heads, kv_heads, d)
-    return scores, 3 * layers * kv_heads * d * n  # Q, K and V
-
-
-def _cache_of_query_heads(n, layers, heads, kv_heads, d):
-    scores, _ = _scores_and_cache(n, layers, heads, kv_heads, d)
-    return scores, 2 * layers * heads * d * n  # one K/V pair per query head
-
-
-def _cache_of_one_layer(n, layers, heads, kv_heads, d):
-    scores, _ = _scores_and_cache(n, layers, heads, kv_heads, d)
-    return scores, 2 * kv_heads * d * n
-
-
-def _scores_of_kv_heads(n, layers, heads, kv_heads, d):
-    _, cache = _scores_and_cache(n, layers, heads, kv_heads, d)
-    return kv_heads * n * n, cache  # one score matrix per K/V head
-
-
-def _scores_of_one_head(n, layers, heads, kv_heads, d):
-    _, cache = _scores_and_cache(n, layers, heads, kv_heads, d)
-    return n * n, cache
-
-
-def _scores_like_q(n, layers, heads, kv_heads, d):
-    _, cache = _scores_and_cache(n, layers, heads, kv_heads, d)
-    return heads * n * d, cache  # N x d_head: the size of Q, not of the scores
-
-
-def _scores_below_diagonal(n, layers, heads, kv_heads, d):
-    _, cache = _scores_and_cache(n, layers, heads, kv_heads, d)
-    return heads * n * (n + 1) / 2, cache  # only the scores the causal mask keeps
-
-
 SCORES = Exercise(
     name="scores_vs_cache",
     reference=_scores_and_cache,
     make_cases=_scores_cases,
     mistakes=(
-        Mistake("缓存少了因子 2：KV cache 每个位置既存 K，也存 V。", _cache_without_v),
+        Mistake("缓存少了因子 2：KV cache 每个位置既存 K，也存 V。",
+                lambda n, L, H, Hkv, d: (H * n * n, L * Hkv * d * n)),  # K only
         Mistake("缓存用了查询头数 n_heads：分组查询注意力（GQA）里只缓存 n_kv_heads 组 K/V。",
-                _cache_of_query_heads),
+                lambda n, L, H, Hkv, d: (H * n * n, 2 * L * H * d * n)),  # a K/V pair per query head
         Mistake("分数矩阵用了 K/V 头数 n_kv_heads：分组查询注意力里几个查询头共用一组 K/V，"
-                "但每个查询头仍各算一张 N×N 的分数矩阵，一层共 n_heads 张。", _scores_of_kv_heads),
+                "但每个查询头仍各算一张 N×N 的分数矩阵，一层共 n_heads 张。",
+                lambda n, L, H, Hkv, d: (Hkv * n * n, 2 * L * Hkv * d * n)),  # a score matrix per K/V head
         Mistake("缓存只算了一层：要比较的是一层的分数矩阵和全部 n_layers 层的 KV cache。",
-                _cache_of_one_layer),
+                lambda n, L, H, Hkv, d: (H * n * n, 2 * Hkv * d * n)),  # one layer's cache
         Mistake("分数矩阵漏了头数：每个查询头各有一张 N×N 的分数矩阵，一层共 n_heads 张。",
-                _scores_of_one_head),
+                lambda n, L, H, Hkv, d: (n * n, 2 * L * Hkv * d * n)),  # one head's scores
         Mistake("分数矩阵的大小不对：每个头是 N×N（每个 query 对每个 key 一个分数），随 N² 增长；"
-                "N×d_head 是 Q 或 K 的大小。", _scores_like_q),
+                "N×d_head 是 Q 或 K 的大小。",
+                lambda n, L, H, Hkv, d: (H * n * d, 2 * L * Hkv * d * n)),  # N x d_head: the size of Q
         Mistake("只数了因果掩码下的一半分数：可读实现存下的是完整的 N×N 矩阵，被遮住的位置也占着内存"
-                "（分数里是 -inf，权重里是 0）。", _scores_below_diagonal),
-        Mistake("缓存里只有 K 和 V：因子是 2，不是 3（Q 用过就丢，不进缓存）。", _cache_with_q),
+                "（分数里是 -inf，权重里是 0）。",
+                lambda n, L, H, Hkv, d: (H * n * (n + 1) / 2, 2 * L * Hkv * d * n)),  # the kept half only
+        Mistake("缓存里只有 K 和 V：因子是 2，不是 3（Q 用过就丢，不进缓存）。",
+                lambda n, L, H, Hkv, d: (H * n * n, 3 * L * Hkv * d * n)),  # Q, K and V
     ),
     dtype=_F64,  # the statement asks for float64
 )
@@ -132,44 +97,37 @@ def _window_cases() -> list[tuple]:
     ]
 
 
-def _memory_limit(gpu: Tensor, weights: float, per_token: float, *, subtract: bool = True,
-                  floor: bool | str = True, clamp: bool = True) -> Tensor:
-    free = gpu - weights if subtract else gpu  # (M,) bytes left for the cache
-    if clamp:
-        free = free.clamp(min=0)
-    tokens = free / per_token
-    if isinstance(floor, str):  # "round" or "ceil": the wrong way to whole tokens
-        return getattr(torch, floor)(tokens)
-    return tokens.floor() if floor else tokens
-
-
-def _window(gpu: Tensor, weights: float, per_token: float, position_limit: int, train_len: int,
-            **memory_options: bool) -> Tensor:
-    memory = _memory_limit(gpu, weights, per_token, **memory_options)  # (M,)
+def _window_reference(gpu: Tensor, weights: float, per_token: float, position_limit: int, train_len: int) -> Tensor:
+    free = (gpu - weights).clamp(min=0)  # (M,) bytes left for the cache once the weights are in, never below 0
+    memory = (free / per_token).floor()  # whole tokens only
     return memory.clamp(max=min(position_limit, train_len))  # min of the three limits
+
+
+def _free_tokens(gpu: Tensor, weights: float, per_token: float) -> Tensor:
+    return (gpu - weights).clamp(min=0) / per_token  # (M,) tokens the free memory holds, not yet whole
 
 
 WINDOW = Exercise(
     name="usable_window",
-    reference=_window,
+    reference=_window_reference,
     make_cases=_window_cases,
     mistakes=(
         Mistake("三道闸门要取最小值：任何一道不满足，窗口就到头了；你取的是最大值。",
-                lambda g, w, p, pos, tr: torch.maximum(_memory_limit(g, w, p), torch.full_like(g, max(pos, tr)))),
+                lambda g, w, p, pos, tr: _free_tokens(g, w, p).floor().clamp(min=max(pos, tr))),  # the largest
         Mistake("显存要先放下模型权重，剩下的才能给 KV cache：先减去 weight_bytes。",
-                lambda g, w, p, pos, tr: _window(g, w, p, pos, tr, subtract=False)),
+                lambda g, w, p, pos, tr: (g.clamp(min=0) / p).floor().clamp(max=min(pos, tr))),
         Mistake("token 数必须是整数：可用的 token 数要向下取整（torch.floor）。",
-                lambda g, w, p, pos, tr: _window(g, w, p, pos, tr, floor=False)),
+                lambda g, w, p, pos, tr: _free_tokens(g, w, p).clamp(max=min(pos, tr))),
         Mistake("显存连权重都放不下时，可用窗口是 0，不能是负数：先把剩余显存截到 0 以上。",
-                lambda g, w, p, pos, tr: _window(g, w, p, pos, tr, clamp=False)),
+                lambda g, w, p, pos, tr: ((g - w) / p).floor().clamp(max=min(pos, tr))),
         Mistake("漏了训练长度这道闸门：模型没在更长的序列上训练过，质量就没有保证。",
-                lambda g, w, p, pos, tr: _window(g, w, p, pos, 10**12)),
+                lambda g, w, p, pos, tr: _free_tokens(g, w, p).floor().clamp(max=pos)),
         Mistake("漏了位置编码这道闸门：位置编码不支持的长度，模型根本无法正确运行。",
-                lambda g, w, p, pos, tr: _window(g, w, p, 10**12, tr)),
+                lambda g, w, p, pos, tr: _free_tokens(g, w, p).floor().clamp(max=tr)),
         Mistake("取整的方向不对：装不下的那一点零头不能算一个 token，要向下取整（torch.floor），不是四舍五入。",
-                lambda g, w, p, pos, tr: _window(g, w, p, pos, tr, floor="round")),
+                lambda g, w, p, pos, tr: _free_tokens(g, w, p).round().clamp(max=min(pos, tr))),
         Mistake("取整的方向不对：要向下取整（torch.floor）；向上取整会多算一个放不下的 token。",
-                lambda g, w, p, pos, tr: _window(g, w, p, pos, tr, floor="ceil")),
+                lambda g, w, p, pos, tr: _free_tokens(g, w, p).ceil().clamp(max=min(pos, tr))),
     ),
     dtype=_F64,  # the statement asks for float64
 )
@@ -194,7 +152,8 @@ def _token_losses(logits: Tensor, targets: Tensor) -> Tensor:
 
 
 def _loss_by_position(logits: Tensor, targets: Tensor) -> Tensor:
-    return _token_losses(logits, targets).mean(dim=0)  # (T,)
+    losses = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")  # (B, V, T) -> (B, T)
+    return losses.mean(dim=0)  # (T,)
 
 
 def _picked(values: Tensor, targets: Tensor) -> Tensor:
@@ -211,13 +170,13 @@ LOSS = Exercise(
         Mistake("对 batch 求了和而不是平均：每个位置的损失应是 B 条序列的平均值。",
                 lambda lg, tg: _token_losses(lg, tg).sum(dim=0)),
         Mistake("少了负号：交叉熵是 -log p(目标)，应为正数。",
-                lambda lg, tg: -_loss_by_position(lg, tg)),
+                lambda lg, tg: -_token_losses(lg, tg).mean(dim=0)),
         Mistake("用了概率而不是对数概率：交叉熵是 -log p(目标)，不是 -p(目标)。",
                 lambda lg, tg: -_picked(lg.softmax(-1), tg).mean(dim=0)),
         Mistake("softmax 的维度不对：概率要在词表维度（最后一维，dim=-1）上归一化。",
                 lambda lg, tg: -_picked(lg.log_softmax(1), tg).mean(dim=0)),
         Mistake("多移了一位：targets[:, t] 已经是位置 t 要预测的 token，不需要再错开。",
-                lambda lg, tg: _loss_by_position(lg[:, :-1], tg[:, 1:])),
+                lambda lg, tg: _token_losses(lg[:, :-1], tg[:, 1:]).mean(dim=0)),
         Mistake(LOG_OF_SOFTMAX_HINT, lambda lg, tg: -_picked(naive_log_softmax(lg), tg).mean(dim=0)),
         Mistake(NAIVE_LSE_HINT, lambda lg, tg: -_picked(overflowing_log_softmax(lg), tg).mean(dim=0)),
     ),

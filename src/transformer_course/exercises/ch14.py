@@ -6,8 +6,10 @@ self-attention of a ``tc.MultiHeadAttention``, 练习 2 the whole forward pass o
 smoothed bigram baseline. The references write those modules' computation out by hand (a checker may
 not call the package while it watches the learner's code); a test checks that they give the package's
 numbers within 1e-6, so "passed" means: the same numbers as the package. Every mistake is a small
-complete wrong forward pass (``_attention`` and ``_gpt`` with one thing changed); cases differ in every
-size, include a single token and a full context, and end with the first case's twin.
+complete wrong computation written out (those of 练习 1 and 2 in ``_gpt_mistakes``, from neutral pieces
+such as ``_heads``, ``_causal`` and ``_pre_ln_blocks`` that take the wrong part as an argument; none of
+them is a reference); cases differ in every size, include a single token and a full context, and end
+with the first case's twin.
 """
 from __future__ import annotations
 
@@ -23,6 +25,9 @@ from ..data import IGNORE_INDEX
 from ..models import DecoderOnly
 from ..multihead import MultiHeadAttention
 from ._core import Exercise, Forbidden, Mistake, randn as _randn
+from ._gpt_mistakes import (_attention_residual_lost, _embedded, _future_kept, _heads_from_wrong_axis,
+                            _masked_attention, _no_out_proj, _output, _positions_from_one, _post_ln, _pre_ln_blocks,
+                            _scaled_by_d_model, _softmax_over_queries, _tanh_gelu, _unmasked, _unscaled)
 from .ch08 import _randomise
 
 _SDPA = ("本题要求亲手写出注意力（QKᵀ、缩放、掩码、softmax、乘 V），"
@@ -31,29 +36,6 @@ _COURSE = "本题要求用模块里的权重亲手拼出计算，不要调用课
 
 
 # ---- 练习 1: causal multi-head self-attention from a MultiHeadAttention's weights ---------------
-
-def _attention(x: Tensor, attn: MultiHeadAttention, *, causal: bool = True, future: bool = False,
-               scale: str = "head", heads: str = "right", out_proj: bool = True, softmax_dim: int = -1) -> Tensor:
-    """The statement's computation, with knobs for the mistakes; the defaults are the right answer."""
-    B, T, C = x.shape
-    H = attn.n_heads
-    q, k, v = F.linear(x, attn.qkv_proj.weight, attn.qkv_proj.bias).split(C, dim=-1)  # (B, T, C) each
-
-    def split(t: Tensor) -> Tensor:
-        if heads == "right":
-            return t.view(B, T, H, C // H).transpose(1, 2)  # (B, H, T, d_head)
-        return t.view(B, T, C // H, H).permute(0, 3, 1, 2)  # heads taken from the wrong axis
-
-    q, k, v = split(q), split(k), split(v)
-    d = {"head": C // H, "model": C, "none": 1}[scale]
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (B, H, T, T)
-    if causal:
-        allowed = torch.ones(T, T, dtype=torch.bool).tril()
-        scores = scores.masked_fill(~(allowed.T if future else allowed), float("-inf"))
-    weights = scores.softmax(dim=softmax_dim).nan_to_num()  # (B, H, T, T)
-    out = (weights @ v).transpose(1, 2).reshape(B, T, C)  # (B, T, C)
-    return F.linear(out, attn.out_proj.weight, attn.out_proj.bias) if out_proj else out
-
 
 def _attention_cases() -> list[tuple]:
     g = torch.Generator().manual_seed(141)
@@ -67,8 +49,15 @@ def _attention_cases() -> list[tuple]:
 def _attention_reference(x: Tensor, attn: MultiHeadAttention) -> Tensor:
     """``attn(x, mask=causal_mask(T))[0]`` written out (the checker may not call the package while it
     watches; ``tests/test_poet.py`` checks the two agree)."""
+    B, T, C = x.shape
+    H = attn.n_heads
     with torch.no_grad():
-        return _attention(x, attn)  # (B, T, C)
+        q, k, v = F.linear(x, attn.qkv_proj.weight, attn.qkv_proj.bias).split(C, dim=-1)  # (B, T, C) each
+        q, k, v = (t.view(B, T, H, C // H).transpose(1, 2) for t in (q, k, v))  # (B, H, T, d_head)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(C // H)  # (B, H, T, T)
+        scores = scores.masked_fill(~torch.ones(T, T, dtype=torch.bool).tril(), float("-inf"))  # j <= t only
+        out = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(B, T, C)  # heads merged: (B, T, C)
+        return F.linear(out, attn.out_proj.weight, attn.out_proj.bias)
 
 
 CAUSAL_SELF_ATTENTION = Exercise(
@@ -78,17 +67,17 @@ CAUSAL_SELF_ATTENTION = Exercise(
     reference_dtype=None,  # the module's float32 weights
     mistakes=(
         Mistake("没有因果掩码：位置 t 只能看 0..t，把 j > t 的分数设为 -inf 再做 softmax。",
-                lambda x, a: _attention(x, a, causal=False)),
+                _unmasked),
         Mistake("掩码方向反了：应保留下三角（j ≤ t，看过去），你保留的是上三角（看未来）。",
-                lambda x, a: _attention(x, a, future=True)),
+                _future_kept),
         Mistake("缩放用错了维度：除以 sqrt(d_head)（每个头的维度 C/H），不是 sqrt(d_model)。",
-                lambda x, a: _attention(x, a, scale="model")),
-        Mistake("忘了除以 sqrt(d_head)：分数 QKᵀ 要先缩放再 softmax。", lambda x, a: _attention(x, a, scale="none")),
+                _scaled_by_d_model),
+        Mistake("忘了除以 sqrt(d_head)：分数 QKᵀ 要先缩放再 softmax。", _unscaled),
         Mistake("拆头拆错了轴：(B, T, C) 应 view 成 (B, T, H, d_head) 再 transpose(1, 2)，你把 d_head 放在了 H 前面。",
-                lambda x, a: _attention(x, a, heads="wrong")),
-        Mistake("合并各头之后还要乘输出投影 W_O（attn.out_proj）。", lambda x, a: _attention(x, a, out_proj=False)),
+                _heads_from_wrong_axis),
+        Mistake("合并各头之后还要乘输出投影 W_O（attn.out_proj）。", _no_out_proj),
         Mistake("softmax 的维度错了：对每个查询，在键的维度（最后一维）上归一化。",
-                lambda x, a: _attention(x, a, softmax_dim=-2)),
+                _softmax_over_queries),
     ),
     forbidden=(
         Forbidden(_SDPA, functions=(F.scaled_dot_product_attention,),
@@ -103,33 +92,6 @@ check_causal_self_attention = CAUSAL_SELF_ATTENTION.check
 
 
 # ---- 练习 2: the whole forward pass of a DecoderOnly -------------------------------------------
-
-def _gpt(model: DecoderOnly, idx: Tensor, *, first_position: int = 0, positions: bool = True,
-         post_ln: bool = False, final_norm: bool = True, attn_residual: bool = True, causal: bool = True,
-         gelu: str = "none") -> Tensor:
-    """A pre-LN GPT forward pass from the model's weights, with knobs for the mistakes."""
-    stack, T = model.transformer, idx.shape[1]
-
-    def norm(x: Tensor, ln) -> Tensor:
-        return F.layer_norm(x, (x.shape[-1],), ln.weight, ln.bias, ln.eps)
-
-    x = stack.tok_emb.weight[idx]  # (B, T, C)
-    if positions:
-        x = x + stack.pos_emb.embedding.weight[first_position : first_position + T]  # (T, C)
-    for block in stack.blocks:
-        ln1, ln2, ffn = block.self_attn_residual.norm, block.ffn_residual.norm, block.ffn
-        if post_ln:
-            x = norm(x + _attention(x, block.self_attn, causal=causal), ln1)
-        else:
-            a = _attention(norm(x, ln1), block.self_attn, causal=causal)
-            x = x + a if attn_residual else a
-        h = x if post_ln else norm(x, ln2)
-        h = F.linear(F.gelu(F.linear(h, ffn.up.weight, ffn.up.bias), approximate=gelu), ffn.down.weight, ffn.down.bias)
-        x = norm(x + h, ln2) if post_ln else x + h
-    if final_norm and not post_ln:
-        x = norm(x, stack.final_norm)
-    return x @ stack.tok_emb.weight.T  # the output layer shares the embedding matrix: (B, T, V)
-
 
 def _seeded_model(config: TransformerConfig, g: torch.Generator) -> DecoderOnly:
     """A model with seeded weights: norm gains near 1, every other weight ~ N(0, 1/fan_in)."""
@@ -159,8 +121,17 @@ def _gpt_cases() -> list[tuple]:
 
 def _gpt_reference(model: DecoderOnly, idx: Tensor) -> Tensor:
     """``model(idx)`` written out (``tests/test_poet.py`` checks the two agree)."""
+    stack, T = model.transformer, idx.shape[1]
     with torch.no_grad():
-        return _gpt(model, idx)  # (B, T, V)
+        x = stack.tok_emb.weight[idx] + stack.pos_emb.embedding.weight[:T]  # (B, T, C): token + position 0..T-1
+        for block in stack.blocks:
+            ln1, ln2, ffn = block.self_attn_residual.norm, block.ffn_residual.norm, block.ffn
+            h = F.layer_norm(x, (x.shape[-1],), ln1.weight, ln1.bias, ln1.eps)
+            x = x + _attention_reference(h, block.self_attn)
+            h = F.layer_norm(x, (x.shape[-1],), ln2.weight, ln2.bias, ln2.eps)
+            x = x + F.linear(F.gelu(F.linear(h, ffn.up.weight, ffn.up.bias)), ffn.down.weight, ffn.down.bias)
+        x = F.layer_norm(x, (x.shape[-1],), stack.final_norm.weight, stack.final_norm.bias, stack.final_norm.eps)
+        return x @ stack.tok_emb.weight.T  # the output layer shares the embedding matrix: (B, T, V)
 
 
 GPT_FORWARD = Exercise(
@@ -170,18 +141,20 @@ GPT_FORWARD = Exercise(
     reference_dtype=None,
     mistakes=(
         Mistake("忘了加位置 embedding：x = tok_emb[idx] + pos_emb[0..T-1]，否则模型分不清顺序。",
-                lambda m, i: _gpt(m, i, positions=False)),
+                lambda m, i: _output(m, _pre_ln_blocks(m, m.transformer.tok_emb.weight[i], _masked_attention, F.gelu))),
         Mistake("位置从 1 开始了：第一个 token 的位置是 0，用 pos_emb 的第 0..T-1 行。",
-                lambda m, i: _gpt(m, i, first_position=1) if i.shape[1] < m.config.max_len else _gpt(m, i)),
+                _positions_from_one),
         Mistake("这是 Post-LN：norm(x + f(x))。课程的 GPT 是 Pre-LN：x + f(norm(x))，最后再做一次 final_norm。",
-                lambda m, i: _gpt(m, i, post_ln=True)),
+                _post_ln),
         Mistake("忘了最后一层之后的 LayerNorm（model.transformer.final_norm）：Pre-LN 的残差流要先归一化再乘输出层。",
-                lambda m, i: _gpt(m, i, final_norm=False)),
+                lambda m, i: (_pre_ln_blocks(m, _embedded(m, i), _masked_attention, F.gelu)
+                              @ m.transformer.tok_emb.weight.T)),
         Mistake("注意力子层的残差丢了：x = x + attn(norm1(x))，不是 x = attn(norm1(x))。",
-                lambda m, i: _gpt(m, i, attn_residual=False)),
-        Mistake("没有因果掩码：生成模型的位置 t 不能看到 t 之后的 token。", lambda m, i: _gpt(m, i, causal=False)),
+                _attention_residual_lost),
+        Mistake("没有因果掩码：生成模型的位置 t 不能看到 t 之后的 token。",
+                lambda m, i: _output(m, _pre_ln_blocks(m, _embedded(m, i), _unmasked, F.gelu))),
         Mistake("GELU 用了 tanh 近似：这个模型的 FFN 用精确的 GELU（F.gelu 的默认）。",
-                lambda m, i: _gpt(m, i, gelu="tanh")),
+                lambda m, i: _output(m, _pre_ln_blocks(m, _embedded(m, i), _masked_attention, _tanh_gelu))),
     ),
     forbidden=(
         Forbidden("本题要求亲手拼出前向计算，不要调用模型本身或课程包的模块（model(idx)、block(x)、norm(x) 等）",
@@ -196,31 +169,54 @@ check_gpt_forward = GPT_FORWARD.check
 def _sdpa_gpt(model: DecoderOnly, idx: Tensor) -> Tensor:
     """The right forward pass, with the attention done by PyTorch's fused kernel (a forbidden shortcut)."""
     F.scaled_dot_product_attention(*(torch.zeros(1, 1, 1, 1),) * 3)
-    return _gpt(model, idx)
+    return _gpt_reference(model, idx)
 
 
 # ---- 练习 3: the bigram baseline's validation loss ----------------------------------------------
 # V >= 100 in every case, so that a target of -100 used as an index wraps around instead of failing:
 # the learner who forgets the unscored positions gets this mistake's hint, not an IndexError.
 
-def _bigram(counts: Tensor, inputs: Tensor, targets: Tensor, k: float, *, prior: str = "unigram",
-            transpose: bool = False, keep_ignored: bool = False, reduce: str = "mean") -> Tensor:
-    """Chapter 14.3's smoothed bigram loss, with knobs for the mistakes; the defaults are right."""
+def _bigram_reference(counts: Tensor, inputs: Tensor, targets: Tensor, k: float) -> Tensor:
+    """Chapter 14.3's smoothed bigram loss: the mean of -log p(target | input) over the scored positions."""
     V = counts.shape[0]
-    c = (counts.T if transpose else counts).double()  # (V, V)
-    if prior == "unigram":
-        u = (c.sum(0) + 1) / (c.sum() + V)  # (V,) add-one unigram of the following token
-        table = (c + k * u) / (c.sum(1, keepdim=True) + k)
-    elif prior == "raw unigram":
-        u = c.sum(0) / c.sum()
-        table = (c + k * u) / (c.sum(1, keepdim=True) + k)
-    elif prior == "uniform":
-        table = (c + k / V) / (c.sum(1, keepdim=True) + k)
-    else:  # "add-k": k added to every cell
-        table = (c + k) / (c.sum(1, keepdim=True) + k * V)
-    scored = torch.ones_like(targets, dtype=torch.bool) if keep_ignored else targets != IGNORE_INDEX
-    nll = -table[inputs[scored], targets[scored]].log()  # (n_scored,)
-    return nll.mean() if reduce == "mean" else nll.sum()
+    c = counts.double()  # (V, V): c[a, b] = how often b followed a
+    unigram = (c.sum(0) + 1) / (c.sum() + V)  # (V,) add-one unigram of the following token
+    table = (c + k * unigram) / (c.sum(1, keepdim=True) + k)  # (V, V): p(b | a), row a
+    scored = targets != IGNORE_INDEX  # (N, T)
+    return -table[inputs[scored], targets[scored]].log().mean()
+
+
+# Pieces the wrong losses are written with: the right table and the right mean, each given a wrong partner.
+
+def _table(counts: Tensor, k: float) -> Tensor:
+    c = counts.double()
+    return (c + k * (c.sum(0) + 1) / (c.sum() + c.shape[0])) / (c.sum(1, keepdim=True) + k)  # (V, V)
+
+
+def _mean_nll(table: Tensor, inputs: Tensor, targets: Tensor) -> Tensor:
+    scored = targets != IGNORE_INDEX
+    return -table[inputs[scored], targets[scored]].log().mean()
+
+
+def _raw_unigram(counts: Tensor, inputs: Tensor, targets: Tensor, k: float) -> Tensor:
+    c = counts.double()
+    unigram = c.sum(0) / c.sum()  # no add-one: a token never seen gets probability 0
+    return _mean_nll((c + k * unigram) / (c.sum(1, keepdim=True) + k), inputs, targets)
+
+
+def _uniform_prior(counts: Tensor, inputs: Tensor, targets: Tensor, k: float) -> Tensor:
+    c = counts.double()
+    return _mean_nll((c + k / c.shape[0]) / (c.sum(1, keepdim=True) + k), inputs, targets)  # 1/V for every token
+
+
+def _add_k(counts: Tensor, inputs: Tensor, targets: Tensor, k: float) -> Tensor:
+    c = counts.double()
+    return _mean_nll((c + k) / (c.sum(1, keepdim=True) + k * c.shape[0]), inputs, targets)  # k in every cell
+
+
+def _summed(counts: Tensor, inputs: Tensor, targets: Tensor, k: float) -> Tensor:
+    scored = targets != IGNORE_INDEX
+    return -_table(counts, k)[inputs[scored], targets[scored]].log().sum()  # a total, not a mean
 
 
 def _bigram_cases() -> list[tuple]:
@@ -241,24 +237,24 @@ def _bigram_cases() -> list[tuple]:
 
 BIGRAM_LOSS = Exercise(
     name="bigram_loss",
-    reference=_bigram,
+    reference=_bigram_reference,
     make_cases=_bigram_cases,
     atol=1e-4,
     mistakes=(
         Mistake("平滑要按 unigram 插值：p(b|a) = (n(a,b) + k·p(b)) / (n(a) + k)，p(b) 是 unigram 概率；"
                 "你用的是均匀的 1/V。",
-                lambda c, x, y, k: _bigram(c, x, y, k, prior="uniform")),
+                _uniform_prior),
         Mistake("unigram 也要加一平滑：p(b) = (n(b) + 1) / (N + V)。"
                 "训练中没出现过的 token 否则概率为 0，损失变成无穷大。",
-                lambda c, x, y, k: _bigram(c, x, y, k, prior="raw unigram")),
+                _raw_unigram),
         Mistake("这是给每一格都加 k（add-k 平滑）：(n(a,b) + k) / (n(a) + k·V)。本题要按 unigram 插值。",
-                lambda c, x, y, k: _bigram(c, x, y, k, prior="add-k")),
+                _add_k),
         Mistake("counts 的方向反了：counts[a, b] 是「a 后面跟 b」的次数，p(b|a) 用第 a 行，分母是第 a 行的和。",
-                lambda c, x, y, k: _bigram(c, x, y, k, transpose=True)),
+                lambda c, x, y, k: _mean_nll(_table(c.T, k), x, y)),
         Mistake("targets 为 -100 的位置是填充，不计分：先用 targets != -100 选出计分的位置。",
-                lambda c, x, y, k: _bigram(c, x, y, k, keep_ignored=True)),
+                lambda c, x, y, k: -_table(c, k)[x, y].log().mean()),
         Mistake("要返回平均损失（除以计分位置的个数），不是总和。",
-                lambda c, x, y, k: _bigram(c, x, y, k, reduce="sum")),
+                _summed),
     ),
 )
 check_bigram_loss = BIGRAM_LOSS.check
