@@ -65,16 +65,8 @@ def scaled_dot_product_attention(
     return weights @ v, weights  # (..., Tq, d_v), (..., Tq, Tk)
 
 
-def tiled_attention(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    mask: Tensor | None = None,
-    scale: float | None = None,
-    position_bias: Tensor | None = None,
-    *,
-    block_size: int = 128,
-) -> Tensor:
+def tiled_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, scale: float | None = None,
+                    position_bias: Tensor | None = None, *, block_size: int = 128) -> Tensor:
     """``scaled_dot_product_attention``'s output without ever holding the ``(Tq, Tk)`` score matrix: the keys
     are read ``block_size`` at a time and the softmax is built online (the algorithm behind FlashAttention).
 
