@@ -107,7 +107,9 @@ class TransformerStack(nn.Module):
             got = f"T={T}" if T == 0 else f"values in [{int(idx.min())}, {int(idx.max())}]"
             raise ValueError(f"idx must hold T >= 1 token ids in [0, {V}), got {got}")
         positions = torch.arange(start, start + T, device=idx.device)  # (T,) where the new tokens sit
-        first_key = 0 if cache is None else cache.first_kept  # a rolling cache has forgotten the older ones
+        # A cache needs only pos, layer(i).update and advance (chapter 11's readers write their own); one that
+        # forgets old positions (RollingKVCache) also says which it still holds.
+        first_key = getattr(cache, "first_kept", 0)
         key_positions = torch.arange(first_key, start + T, device=idx.device)  # (Tk,) every key attended to
         t_k, window = start + T - first_key, self.config.sliding_window
         if attention_mask is not None:  # per-row positions (B, T), (B, Tk); padding hidden from real tokens

@@ -1,0 +1,143 @@
+"""RoPE past the length it was trained on: a small character model of the poems trained on windows of
+L = 32 characters, then read windows of 2L and 4L with no scaling, position interpolation ("linear"),
+NTK-aware scaling and YaRN (``tc.RopeScaling``, factor = window / L, no fine-tuning). The measure is the
+mean loss per character at the positions the model never saw in training (L and beyond); the reference is
+the loss at positions L/2 .. L-1 of windows of L. Position interpolation is meant to be fine-tuned: it is also
+measured at 2L after a short fine-tune on windows of 2L, next to the same fine-tune without scaling (the
+control: longer windows alone also teach the new positions). Seeds × CPU kernel paths, like the margin study; writes
+``docs/rope-scaling.md`` and ``docs/rope-scaling.json``.
+
+    python tools/rope_scaling.py                      # 5 seeds × (native, default kernels), a few minutes
+    python tools/rope_scaling.py --seeds 0 --paths native --out /tmp/rope   # one quick run
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+from torch.nn import functional as F
+
+import transformer_course as tc
+from transformer_course.poems import load_poems
+from transformer_course.poet import CharVocab
+
+ROOT = Path(__file__).resolve().parents[1]
+L, LENGTHS, STEPS, BATCH, FINE_TUNE = 32, (64, 128), 400, 32, 50
+METHODS = ("none", "linear", "ntk", "yarn")
+
+
+def stream(split: str, vocab: CharVocab) -> torch.Tensor:
+    return torch.tensor(vocab.encode("\n".join(p.text for p in load_poems(split))))  # (N,) one long text
+
+
+def scaling(method: str, length: int) -> tc.RopeScaling | None:
+    factor = length / L
+    return None if method == "none" else tc.RopeScaling(method, factor, original_max_len=L)
+
+
+def losses_by_position(model: tc.DecoderOnly, text: torch.Tensor, length: int) -> torch.Tensor:
+    """Mean cross-entropy at each position of non-overlapping windows of ``length`` characters: ``(length,)``."""
+    n = min(64, (len(text) - 1) // length)
+    starts = torch.arange(n) * length
+    rows = torch.stack([text[s : s + length + 1] for s in starts.tolist()])  # (n, length + 1)
+    with torch.no_grad():
+        logits = model(rows[:, :-1])  # (n, length, V)
+    return F.cross_entropy(logits.transpose(1, 2), rows[:, 1:], reduction="none").mean(dim=0)  # (length,)
+
+
+def one_seed(seed: int) -> dict:
+    vocab = CharVocab("".join(p.text for p in load_poems("train")))
+    train, val = stream("train", vocab), stream("val", vocab)
+    config = tc.TransformerConfig(vocab_size=len(vocab), d_model=64, n_heads=4, n_layers=2, d_ff=256,
+                                  max_len=max(LENGTHS), positional="rope", norm="rmsnorm")
+    tc.set_seed(seed)
+    model = tc.DecoderOnly(config)
+    gen = torch.Generator().manual_seed(1000 + seed)
+
+    def batches(length: int):
+        def get_batch() -> tuple[torch.Tensor, torch.Tensor]:
+            starts = torch.randint(0, len(train) - length - 1, (BATCH,), generator=gen)
+            rows = torch.stack([train[s : s + length + 1] for s in starts.tolist()])  # (BATCH, length + 1)
+            return rows[:, :-1], rows[:, 1:]
+        return get_batch
+
+    def scaled_copy(method: str, length: int) -> tc.DecoderOnly:
+        scaled = tc.DecoderOnly(config.replace(rope_scaling=scaling(method, length))).eval()
+        scaled.load_state_dict(model.state_dict())  # the same weights; only RoPE's angles differ
+        return scaled
+
+    tc.train(model, batches(L), steps=STEPS, lr=3e-3, progress=False)
+    result = {"at L": losses_by_position(model, val, L)[L // 2 :].mean().item()}
+    for length in LENGTHS:
+        for method in METHODS:
+            losses = losses_by_position(scaled_copy(method, length), val, length)  # (length,)
+            result[f"{method} {length}"] = losses[L:].mean().item()
+    for method in ("none", "linear"):  # a short fine-tune on windows of 2L, with and without interpolation
+        tuned = scaled_copy(method, 2 * L)
+        tc.train(tuned, batches(2 * L), steps=FINE_TUNE, lr=1e-3, progress=False)
+        result[f"{method} {2 * L}, fine-tuned"] = losses_by_position(tuned, val, 2 * L)[L:].mean().item()
+    return result
+
+
+def run_path(path: str, seeds: list[int]) -> list[dict]:
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    if path != "native":
+        env["ATEN_CPU_CAPABILITY"] = path
+    program = [sys.executable, __file__, "--child", *map(str, seeds)]
+    out = subprocess.run(program, env=env, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def report(runs: dict[str, list[dict]]) -> str:
+    rows = [r for results in runs.values() for r in results]
+    keys = list(rows[0])
+    lines = ["# RoPE past the trained length: loss per character beyond L = 32", "",
+             f"Generated by `tools/rope_scaling.py`: a 2-layer character model of the poems (d_model 64, RoPE, "
+             f"RMSNorm) trained {STEPS} steps on windows of {L}, then evaluated on validation windows of 64 and "
+             "128 characters with each scaling (factor = window / 32, no fine-tuning): mean loss at positions "
+             f"{L} and beyond. Runs: seeds × kernel paths = {len(rows)} "
+             f"({', '.join(f'{p}: {len(r)}' for p, r in runs.items())}); one thread each.", "",
+             "| measure | median | min | max |", "| --- | --- | --- | --- |"]
+    for key in keys:
+        values = [r[key] for r in rows]
+        lines.append(f"| {key} | {statistics.median(values):.3f} | {min(values):.3f} | {max(values):.3f} |")
+    lines += ["", "Each method against no scaling (the fine-tuned row: against the same fine-tune without scaling), "
+              "over every run; negative: the method's loss is lower.", "",
+              "| length | method | largest difference (method − control) | smallest | lower on every run |",
+              "| --- | --- | --- | --- | --- |"]
+    pairs = [(str(n), m, f"{m} {n}", f"none {n}") for n in LENGTHS for m in METHODS[1:]]
+    pairs.append((f"{2 * L}", f"linear, both fine-tuned {FINE_TUNE} steps", f"linear {2 * L}, fine-tuned",
+                  f"none {2 * L}, fine-tuned"))
+    for length, method, key, control in pairs:
+        diffs = [r[key] - r[control] for r in rows]
+        lines.append(f"| {length} | {method} | {max(diffs):+.3f} | {min(diffs):+.3f} | {max(diffs) < 0} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--paths", nargs="+", default=["native", "default"])
+    parser.add_argument("--out", type=Path, default=ROOT / "docs")
+    parser.add_argument("--child", type=int, nargs="+", help=argparse.SUPPRESS)  # the seeds, in one process
+    args = parser.parse_args(argv)
+    if args.child is not None:
+        torch.set_num_threads(1)
+        print(json.dumps([one_seed(seed) for seed in args.child]))
+        return 0
+    runs = {path: run_path(path, args.seeds) for path in args.paths}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "rope-scaling.json").write_text(json.dumps(runs, indent=1) + "\n", encoding="utf-8")
+    (args.out / "rope-scaling.md").write_text(report(runs), encoding="utf-8")
+    print(report(runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
