@@ -109,14 +109,15 @@ def report(runs: dict[str, list[dict]]) -> str:
         lines.append(f"| {key} | {statistics.median(values):.3f} | {min(values):.3f} | {max(values):.3f} |")
     lines += ["", "Each method against no scaling (the fine-tuned row: against the same fine-tune without scaling), "
               "over every run; negative: the method's loss is lower.", "",
-              "| length | method | largest difference (method − control) | smallest | lower on every run |",
+              "| length | method | largest difference (method − control) | smallest | on every run |",
               "| --- | --- | --- | --- | --- |"]
     pairs = [(str(n), m, f"{m} {n}", f"none {n}") for n in LENGTHS for m in METHODS[1:]]
     pairs.append((f"{2 * L}", f"linear, both fine-tuned {FINE_TUNE} steps", f"linear {2 * L}, fine-tuned",
                   f"none {2 * L}, fine-tuned"))
     for length, method, key, control in pairs:
         diffs = [r[key] - r[control] for r in rows]
-        lines.append(f"| {length} | {method} | {max(diffs):+.3f} | {min(diffs):+.3f} | {max(diffs) < 0} |")
+        verdict = "lower" if max(diffs) < 0 else "higher" if min(diffs) > 0 else "mixed"
+        lines.append(f"| {length} | {method} | {max(diffs):+.3f} | {min(diffs):+.3f} | {verdict} |")
     return "\n".join(lines) + "\n"
 
 
@@ -125,8 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--paths", nargs="+", default=["native", "default"])
     parser.add_argument("--out", type=Path, default=ROOT / "docs")
+    parser.add_argument("--report", action="store_true", help="rewrite the report from --out's rope-scaling.json")
     parser.add_argument("--child", type=int, nargs="+", help=argparse.SUPPRESS)  # the seeds, in one process
     args = parser.parse_args(argv)
+    if args.report:
+        runs = json.loads((args.out / "rope-scaling.json").read_text(encoding="utf-8"))
+        (args.out / "rope-scaling.md").write_text(report(runs), encoding="utf-8")
+        return 0
     if args.child is not None:
         torch.set_num_threads(1)
         print(json.dumps([one_seed(seed) for seed in args.child]))
