@@ -26,6 +26,7 @@ from .generate import (
 from .kv_cache import KVCache, RollingKVCache, kv_cache_bytes
 from .hf import from_hf_gpt2, from_hf_llama, load_gpt2_state_dict, load_llama_state_dict
 from .models import DecoderOnly, EncoderDecoder, EncoderOnly, TransformerStack
+from .moe import MoEFeedForward, load_balancing_loss
 from .multihead import MultiHeadAttention, merge_heads, split_heads
 from .norm import LayerNorm, RMSNorm
 from .positional import (
@@ -60,6 +61,7 @@ __all__ = [
     "LayerNorm",
     "LayerTrace",
     "LearnedPositions",
+    "MoEFeedForward",
     "MultiHeadAttention",
     "PostNormResidual",
     "PreNormResidual",
@@ -94,6 +96,7 @@ __all__ = [
     "greedy",
     "kv_cache_bytes",
     "lm_loss",
+    "load_balancing_loss",
     "load_gpt2_state_dict",
     "load_llama_state_dict",
     "merge_heads",
