@@ -33,7 +33,7 @@ import torch
 import transformer_course as tc
 
 from bench import FULL, QUICK, Sizes
-from bench_measure import gpt2_pair
+from bench_measure import gpt2_pair, hf_greedy
 from bench_timer import interleaved
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,10 +76,7 @@ def compare(old: ModuleType, config: tc.TransformerConfig, sizes: Sizes, modes: 
     def run(who: str, cache: bool, n: int = sizes.new_tokens) -> None:
         key = f"{who} {'cached' if cache else 'uncached'}"
         if who == "transformers":
-            with torch.inference_mode():
-                outputs[key] = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n,
-                                           min_new_tokens=n, do_sample=False, use_cache=cache,
-                                           pad_token_id=config.vocab_size - 1)
+            outputs[key] = hf_greedy(hf, prompt, n, cache)
         else:
             model, package = (before, old) if who == "before" else (ours, tc)
             outputs[key] = package.generate(model, prompt, n, use_cache=cache, temperature=0.0)

@@ -94,6 +94,13 @@ def matmul_floor(model: torch.nn.Module, device: torch.device) -> Callable[[], N
     return step
 
 
+def hf_greedy(hf: torch.nn.Module, prompt: torch.Tensor, n: int, cache: bool) -> torch.Tensor:
+    """``n`` greedy tokens from ``transformers``' ``generate`` (exactly ``n``: the end token is the last id)."""
+    with torch.inference_mode():
+        return hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n, min_new_tokens=n,
+                           do_sample=False, use_cache=cache, pad_token_id=hf.config.vocab_size - 1)
+
+
 def bench_decode(config: tc.TransformerConfig, prompt_len: int, new_tokens: int, rounds: int, device: torch.device,
                  uncached: bool = True, also: dict[str, Callable[[], object]] | None = None) -> dict:
     """Tokens/s of both implementations and of the matmul floor; ``uncached=False`` skips the slow no-cache runs.
@@ -103,15 +110,11 @@ def bench_decode(config: tc.TransformerConfig, prompt_len: int, new_tokens: int,
     hf, ours = gpt2_pair(config, device)
     prompt = torch.randint(0, config.vocab_size, (1, prompt_len), generator=torch.Generator().manual_seed(1))
     prompt = prompt.to(device)
-    pad = config.vocab_size - 1
 
     outputs: dict[str, torch.Tensor] = {}  # the latest tokens of each implementation
 
     def run_hf(cache: bool, n: int = new_tokens) -> None:
-        with torch.inference_mode():
-            outputs[f"transformers {cache}"] = hf.generate(
-                prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=n, min_new_tokens=n,
-                do_sample=False, use_cache=cache, pad_token_id=pad)
+        outputs[f"transformers {cache}"] = hf_greedy(hf, prompt, n, cache)
 
     def run_ours(cache: bool, n: int = new_tokens) -> None:
         outputs[f"ours {cache}"] = tc.generate(ours, prompt, n, use_cache=cache, temperature=0.0)

@@ -157,14 +157,13 @@ class RollingKVCache(KVCache):
         super().__init__(n_layers=n_layers, batch_size=batch_size, n_heads=n_heads, d_head=d_head,
                          max_len=check_int("window", window), dtype=dtype, device=device)  # (L, B, H, window, d)
 
-    @property
-    def max_len(self) -> int:
-        """No limit: old positions are overwritten."""
-        return 2**62
+    def advance(self, n: int) -> None:
+        """Move the position counter past ``n`` new positions: no limit, old positions are overwritten."""
+        self.pos += check_int("n", n)
 
     @property
     def first_kept(self) -> int:
-        return max(0, self.pos - self.k.shape[3])
+        return max(0, self.pos - self.max_len)  # max_len: the window
 
     @property
     def nbytes(self) -> int:
