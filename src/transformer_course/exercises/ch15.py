@@ -24,6 +24,7 @@ from ._core import Case, Exercise, Forbidden, Mistake, randn as _randn
 from ._stability import LARGE_ATOL
 
 _INF = float("inf")
+_State = tuple[Tensor, Tensor, Tensor]  # (m, l, acc) of the online softmax
 
 
 # ---- 练习 1: one block of the online softmax ----------------------------------------------------
@@ -31,7 +32,7 @@ _INF = float("inf")
 def _online_cases() -> list[tuple | Case]:
     g = torch.Generator().manual_seed(1501)
 
-    def state(n: int, d_v: int, scale: float = 1.0) -> tuple[Tensor, Tensor, Tensor]:
+    def state(n: int, d_v: int, scale: float = 1.0) -> _State:
         m = _randn(g, n, scale=scale)  # a running max, a positive sum, any accumulator
         return m, torch.rand(n, generator=g) * 3 + 0.5, _randn(g, n, d_v)
 
@@ -62,57 +63,56 @@ def _online_cases() -> list[tuple | Case]:
     return cases
 
 
-def _online_reference(m: Tensor, l: Tensor, acc: Tensor, scores: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _online_reference(m: Tensor, denom: Tensor, acc: Tensor, scores: Tensor, v: Tensor) -> _State:
     m_new = torch.maximum(m, scores.amax(dim=-1))  # (N,) the max over everything seen
     shift = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)  # rows with nothing seen: exp(-inf) = 0
     p = torch.exp(scores - shift[:, None])  # (N, b) the block's terms under the new max
     r = torch.exp(m - shift)  # (N,) the old sums, moved from the old max to the new one
-    return m_new, l * r + p.sum(dim=-1), acc * r[:, None] + p @ v  # (N,), (N,), (N, d_v)
+    return m_new, denom * r + p.sum(dim=-1), acc * r[:, None] + p @ v  # (N,), (N,), (N, d_v)
 
 
-def _no_acc_rescale(m: Tensor, l: Tensor, acc: Tensor, scores: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _no_acc_rescale(m: Tensor, denom: Tensor, acc: Tensor, scores: Tensor, v: Tensor) -> _State:
     m_new = torch.maximum(m, scores.amax(dim=-1))
     shift = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
     p = torch.exp(scores - shift[:, None])
     r = torch.exp(m - shift)
-    return m_new, l * r + p.sum(dim=-1), acc + p @ v  # acc keeps the old max's scale
+    return m_new, denom * r + p.sum(dim=-1), acc + p @ v  # acc keeps the old max's scale
 
 
-def _no_l_rescale(m: Tensor, l: Tensor, acc: Tensor, scores: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _no_l_rescale(m: Tensor, denom: Tensor, acc: Tensor, scores: Tensor, v: Tensor) -> _State:
     m_new = torch.maximum(m, scores.amax(dim=-1))
     shift = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
     p = torch.exp(scores - shift[:, None])
     r = torch.exp(m - shift)
-    return m_new, l + p.sum(dim=-1), acc * r[:, None] + p @ v  # l keeps the old max's scale
+    return m_new, denom + p.sum(dim=-1), acc * r[:, None] + p @ v  # denom keeps the old max's scale
 
 
-def _flipped_rescale(m: Tensor, l: Tensor, acc: Tensor, scores: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _flipped_rescale(m: Tensor, denom: Tensor, acc: Tensor, scores: Tensor, v: Tensor) -> _State:
     m_new = torch.maximum(m, scores.amax(dim=-1))
     shift = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
     p = torch.exp(scores - shift[:, None])
     r = torch.exp(shift - m)  # exp(m_new - m): the sign flipped
-    return m_new, l * r + p.sum(dim=-1), acc * r[:, None] + p @ v
+    return m_new, denom * r + p.sum(dim=-1), acc * r[:, None] + p @ v
 
 
-def _block_max_only(m: Tensor, l: Tensor, acc: Tensor, scores: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _block_max_only(m: Tensor, denom: Tensor, acc: Tensor, scores: Tensor, v: Tensor) -> _State:
     m_new = scores.amax(dim=-1)  # the block's max, not compared with the running max
     shift = torch.where(torch.isinf(m_new), torch.zeros_like(m_new), m_new)
     p = torch.exp(scores - shift[:, None])
     r = torch.exp(m - shift)
-    return m_new, l * r + p.sum(dim=-1), acc * r[:, None] + p @ v
+    return m_new, denom * r + p.sum(dim=-1), acc * r[:, None] + p @ v
 
 
-def _minus_inf_minus_inf(m: Tensor, l: Tensor, acc: Tensor, scores: Tensor,
-                         v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _minus_inf_minus_inf(m: Tensor, denom: Tensor, acc: Tensor, scores: Tensor, v: Tensor) -> _State:
     m_new = torch.maximum(m, scores.amax(dim=-1))
     p = torch.exp(scores - m_new[:, None])  # -inf - (-inf) = NaN where nothing has been seen
     r = torch.exp(m - m_new)
-    return m_new, l * r + p.sum(dim=-1), acc * r[:, None] + p @ v
+    return m_new, denom * r + p.sum(dim=-1), acc * r[:, None] + p @ v
 
 
-def _online_via_softmax(m: Tensor, l: Tensor, acc: Tensor, scores: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def _online_via_softmax(m: Tensor, denom: Tensor, acc: Tensor, scores: Tensor, v: Tensor) -> _State:
     m_new = torch.maximum(m, scores.amax(dim=-1))
-    return m_new, l, acc + torch.softmax(scores, dim=-1) @ v  # the block's softmax, not its update
+    return m_new, denom, acc + torch.softmax(scores, dim=-1) @ v  # the block's softmax, not its update
 
 
 ONLINE = Exercise(
@@ -137,8 +137,8 @@ ONLINE = Exercise(
                              torch.Tensor.logsumexp, F.log_softmax, torch.log_softmax),
                   example=_online_via_softmax),
         Forbidden("本题要求手写分块 softmax 的更新，不要调用课程包（tc.tiled_attention 等）",
-                  course=True, example=lambda m, l, acc, scores, v: (
-                      torch.maximum(m, scores.amax(-1)), l,
+                  course=True, example=lambda m, denom, acc, scores, v: (
+                      torch.maximum(m, scores.amax(-1)), denom,
                       course_attention.tiled_attention(scores[:, None, :1], scores[:, None, :1], acc[:, None])[:, 0])),
     ),
 )
