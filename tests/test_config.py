@@ -28,6 +28,8 @@ from transformer_course.utils import count_params
         ({"dropout": 1.0}, r"dropout must be a number in \[0, 1\), got 1.0"),
         ({"norm_eps": 0.0}, r"norm_eps must be a number in \(0, inf\)"),
         ({"bias": "yes"}, r"bias must be a bool, got 'yes'"),
+        ({"n_experts": 2, "moe_top_k": 3}, r"moe_top_k must be <= n_experts=2, got moe_top_k=3"),
+        ({"n_experts": 0}, r"n_experts must be an int >= 1, got 0"),
     ],
 )
 def test_invalid_fields_raise_value_error_naming_them(overrides, message):

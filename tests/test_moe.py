@@ -51,3 +51,55 @@ def test_parameters_total_and_active() -> None:
     assert moe.active_params() == 10 * 6 + 2 * per_expert
     with pytest.raises(ValueError, match="top_k must be <= n_experts=3, got top_k=4"):
         tc.MoEFeedForward(10, 24, n_experts=3, top_k=4)
+
+
+def _moe_config(**overrides: object) -> tc.TransformerConfig:
+    fields = dict(vocab_size=37, d_model=24, n_heads=3, n_layers=2, d_ff=40, max_len=19, positional="rope",
+                  n_experts=5, moe_top_k=2)
+    return tc.TransformerConfig(**{**fields, **overrides})
+
+
+def test_one_expert_model_equals_the_dense_model_with_the_same_weights() -> None:
+    """n_experts=1, top_k=1: the mixture is its one expert with gate 1, so the model is the dense model."""
+    tc.set_seed(0)
+    dense = tc.DecoderOnly(_moe_config(n_experts=None)).eval()
+    moe = tc.DecoderOnly(_moe_config(n_experts=1, moe_top_k=1)).eval()
+    weights = {k.replace(".ffn.", ".ffn.experts.0."): v for k, v in dense.state_dict().items()}
+    missing = moe.load_state_dict(weights, strict=False).missing_keys
+    assert sorted(missing) == [f"transformer.blocks.{i}.ffn.router.weight" for i in range(2)]
+    idx = torch.randint(0, 37, (3, 11))
+    assert torch.allclose(moe(idx), dense(idx), atol=1e-6)
+    assert moe.moe_aux_loss().item() == pytest.approx(2.0)  # one expert: each layer's loss is 1
+    assert dense.moe_aux_loss().item() == 0.0
+
+
+def test_moe_model_routes_each_token_alone_so_cached_decoding_equals_the_full_forward() -> None:
+    tc.set_seed(1)
+    model = tc.DecoderOnly(_moe_config()).eval()
+    idx = torch.randint(0, 37, (2, 13))
+    with torch.no_grad():
+        trace = model.inspect(idx)
+        cache = tc.KVCache.from_config(model.config, batch_size=2)
+        steps = [model(idx[:, :4], cache=cache)] + [model(idx[:, t : t + 1], cache=cache) for t in range(4, 13)]
+    assert torch.allclose(torch.cat(steps, dim=1), trace.logits, atol=1e-5)
+    for layer in trace.layers:  # (B, T, k) distinct experts per token, every expert used somewhere
+        assert layer.experts.shape == (2, 13, 2) and (layer.experts[..., 0] != layer.experts[..., 1]).all()
+    assert set(torch.cat([layer.experts.flatten() for layer in trace.layers]).tolist()) == set(range(5))
+    prompt = idx[:, :3]
+    greedy = [tc.generate(model, prompt, 8, use_cache=cached, temperature=0.0) for cached in (True, False)]
+    assert torch.equal(*greedy)
+
+
+def test_moe_aux_loss_is_the_sum_of_the_layers_losses_and_trains_the_routers() -> None:
+    tc.set_seed(2)
+    model = tc.DecoderOnly(_moe_config(n_layers=3)).train()
+    model(torch.randint(0, 37, (4, 9)))
+    layers = [block.aux_loss for block in model.transformer.blocks]
+    assert all(1.0 <= loss.item() <= 5.0 for loss in layers)  # between balanced (1) and collapsed (E)
+    assert model.moe_aux_loss().item() == pytest.approx(sum(loss.item() for loss in layers))
+    model.moe_aux_loss().backward()
+    assert all(block.ffn.router.weight.grad.abs().sum() > 0 for block in model.transformer.blocks)
+    per_expert = sum(p.numel() for p in model.transformer.blocks[0].ffn.experts[0].parameters())
+    dense = tc.DecoderOnly(_moe_config(n_layers=3, n_experts=None))
+    router = 24 * 5
+    assert tc.count_params(model) - tc.count_params(dense) == 3 * (4 * per_expert + router)

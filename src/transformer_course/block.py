@@ -16,6 +16,7 @@ from ._checks import check_choice, check_float
 from .config import NORM_POSITIONS
 from .ffn import make_ffn
 from .kv_cache import LayerKVCache
+from .moe import MoEFeedForward
 from .multihead import MultiHeadAttention
 from .norm import make_norm
 from .trace import AttentionTrace, LayerTrace
@@ -67,6 +68,8 @@ class TransformerBlock(nn.Module):
         norm_position: str = "pre",
         norm: str = "layernorm",
         activation: str = "gelu",
+        n_experts: int | None = None,
+        moe_top_k: int = 2,
         cross_attention: bool = False,
         dropout: float = 0.0,
         bias: bool = True,
@@ -85,7 +88,11 @@ class TransformerBlock(nn.Module):
             self.cross_attn_residual = residual()
         else:
             self.cross_attn = None
-        self.ffn = make_ffn(activation, d_model, d_ff, bias=bias)
+        # A dense FFN, or a mixture of experts (its forward also returns the load-balancing loss, kept here).
+        self.ffn = (make_ffn(activation, d_model, d_ff, bias=bias) if n_experts is None else
+                    MoEFeedForward(d_model, d_ff, n_experts=n_experts, top_k=moe_top_k, activation=activation,
+                                   bias=bias))
+        self.aux_loss: Tensor | None = None  # the MoE layer's load-balancing loss in the last forward
         self.ffn_residual = residual()
 
     @classmethod
@@ -99,6 +106,8 @@ class TransformerBlock(nn.Module):
             norm_position=config.norm_position,
             norm=config.norm,
             activation=config.activation,
+            n_experts=config.n_experts,
+            moe_top_k=config.moe_top_k,
             cross_attention=cross_attention,
             dropout=config.dropout,
             bias=config.bias,
@@ -132,7 +141,17 @@ class TransformerBlock(nn.Module):
             )
         elif context is not None:
             raise ValueError("context was given, but this block has no cross-attention (cross_attention=False)")
-        x = self.ffn_residual(x, self.ffn)
+        experts = None
+
+        def mixture(h: Tensor) -> Tensor:  # (B, T, C) -> (B, T, C)
+            nonlocal experts
+            out, self.aux_loss = self.ffn(h)
+            if trace is not None:
+                experts = self.ffn.route(h)[1]  # (B, T, k): each token's experts
+            return out
+
+        x = self.ffn_residual(x, self.ffn if not isinstance(self.ffn, MoEFeedForward) else mixture)
         if trace is not None:
-            trace.append(LayerTrace(self_attention=attn[0], cross_attention=cross[0] if cross else None, output=x))
+            trace.append(LayerTrace(self_attention=attn[0], cross_attention=cross[0] if cross else None, output=x,
+                                    experts=experts))
         return x

@@ -77,6 +77,8 @@ class TransformerConfig:
         rope_scaling: a ``RopeScaling`` to run RoPE past the trained length, or ``None``.
         sliding_window: each position attends to itself and the ``sliding_window - 1`` before it (causal
             models; ``KVCache.from_config`` then makes a ``RollingKVCache`` of that many positions), or ``None``.
+        n_experts: replace every block's FFN by a mixture of this many experts (``MoEFeedForward``), or
+            ``None`` (one dense FFN); ``moe_top_k`` experts process each token.
 
     Example:
         >>> TransformerConfig(vocab_size=50, d_model=24, n_heads=3, n_layers=2, d_ff=40, max_len=16).d_head
@@ -101,6 +103,8 @@ class TransformerConfig:
     rope_base: float = 10000.0
     rope_scaling: RopeScaling | None = None
     sliding_window: int | None = None
+    n_experts: int | None = None
+    moe_top_k: int = 2
 
     def __post_init__(self) -> None:
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_len"):
@@ -127,6 +131,9 @@ class TransformerConfig:
             raise ValueError(f"rope_scaling needs positional='rope', got positional={self.positional!r}")
         if self.sliding_window is not None:
             check_int("sliding_window", self.sliding_window)
+        if self.n_experts is not None:
+            if check_int("moe_top_k", self.moe_top_k) > check_int("n_experts", self.n_experts):
+                raise ValueError(f"moe_top_k must be <= n_experts={self.n_experts}, got moe_top_k={self.moe_top_k}")
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"positional='sinusoidal' needs an even d_model, got d_model={self.d_model}")
 

@@ -176,6 +176,12 @@ class DecoderOnly(nn.Module):
         """Logits ``(B, V)`` for the token after ``idx``: the LM head runs at the last position only."""
         return self.lm_head(self.transformer(idx, cache=cache, attention_mask=attention_mask)[:, -1])  # (B, V)
 
+    def moe_aux_loss(self) -> Tensor:
+        """The load-balancing losses of the last forward, summed over the layers (``n_experts`` set; else 0):
+        add it, times a small weight (0.01), to the training loss, e.g. in ``tc.train(loss_step=...)``."""
+        losses = [block.aux_loss for block in self.transformer.blocks if block.aux_loss is not None]
+        return torch.stack(losses).sum() if losses else torch.zeros((), device=self.lm_head.weight.device)
+
 
 class EncoderOnly(nn.Module):
     """A BERT-style encoder with a masked-language-model head: ``forward(idx (B, T)) -> logits (B, T, V)``.

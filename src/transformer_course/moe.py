@@ -54,12 +54,18 @@ class MoEFeedForward(nn.Module):
         per_expert = sum(p.numel() for p in self.experts[0].parameters())
         return self.router.weight.numel() + self.top_k * per_expert
 
+    def route(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """``x (..., C) -> (gates (..., k), chosen (..., k), router_logits (..., E))``: each token's ``top_k``
+        experts (best first) and their mixing weights, the softmax of their scores."""
+        check_tensor("x", x, "(..., C)", C=self.d_model)
+        logits = self.router(x)  # (..., E)
+        top_scores, chosen = logits.topk(self.top_k, dim=-1)  # (..., k) each: the best experts, best first
+        return top_scores.softmax(dim=-1), chosen, logits
+
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
         check_tensor("x", x, "(..., C)", C=self.d_model)
-        tokens = x.reshape(-1, self.d_model)  # (N, C)
-        logits = self.router(tokens)  # (N, E)
-        top_scores, chosen = logits.topk(self.top_k, dim=-1)  # (N, k) each: the best experts, best first
-        gates = top_scores.softmax(dim=-1)  # (N, k): the mixing weights of the chosen experts
+        tokens = x.reshape(-1, x.shape[-1])  # (N, C)
+        gates, chosen, logits = self.route(tokens)  # (N, k), (N, k), (N, E)
         out = torch.zeros_like(tokens)  # (N, C)
         for e, expert in enumerate(self.experts):
             rows, slot = (chosen == e).nonzero(as_tuple=True)  # which tokens chose e, in which of their k slots

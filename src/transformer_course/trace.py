@@ -24,11 +24,13 @@ class AttentionTrace:
 
 @dataclass
 class LayerTrace:
-    """One block: its self-attention, its cross-attention (decoders of an ``EncoderDecoder``) and its output."""
+    """One block: its self-attention, its cross-attention (decoders of an ``EncoderDecoder``), its output and
+    (``n_experts`` set) the experts each token was routed to."""
 
     self_attention: AttentionTrace
     cross_attention: AttentionTrace | None
     output: Tensor  # (B, T, C) the residual stream after the block
+    experts: Tensor | None = None  # (B, T, k) each token's chosen experts, for a mixture-of-experts FFN
 
 
 @dataclass
