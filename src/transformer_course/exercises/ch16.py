@@ -90,6 +90,10 @@ FREQS = Exercise(
                 lambda p, d, b, s, kind: _angles(
                     p, (b if kind == "linear" else _ntk_base(d, b, s)) ** -(torch.arange(d // 2, dtype=_F64) / d)
                     / (s if kind == "linear" else 1.0))),
+        Mistake("频率的个数不对：d_head 维分成 d_head/2 对，每一对一个频率，所以结果是 (T, d_head/2)。",
+                lambda p, d, b, s, kind: _angles(
+                    p, (b if kind == "linear" else _ntk_base(d, b, s)) ** -(torch.arange(d, dtype=_F64) * 2 / d)
+                    / (s if kind == "linear" else 1.0))),
         Mistake("用了 0..T−1 而不是传入的 positions：位置不一定从 0 开始，也不一定连续。",
                 lambda p, d, b, s, kind: _freq_reference(torch.arange(len(p)), d, b, s, kind)),
         Mistake("位置差了一：第 t 行是位置 positions[t] 的角度，不要加 1。",
