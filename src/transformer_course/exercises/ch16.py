@@ -70,6 +70,10 @@ def _ntk_base(d: int, b: float, s: float) -> float:
     return b * s ** (d / (d - 2))
 
 
+def _scaled(d: int, b: float, s: float, kind: str) -> Tensor:
+    return _omega(d, b) / s if kind == "linear" else _omega(d, _ntk_base(d, b, s))  # (d/2,) the right frequencies
+
+
 FREQS = Exercise(
     name="scaled_rope_angles",
     reference=_freq_reference,
@@ -95,9 +99,9 @@ FREQS = Exercise(
                     p, (b if kind == "linear" else _ntk_base(d, b, s)) ** -(torch.arange(d, dtype=_F64) * 2 / d)
                     / (s if kind == "linear" else 1.0))),
         Mistake("用了 0..T−1 而不是传入的 positions：位置不一定从 0 开始，也不一定连续。",
-                lambda p, d, b, s, kind: _freq_reference(torch.arange(len(p)), d, b, s, kind)),
+                lambda p, d, b, s, kind: _angles(torch.arange(len(p)), _scaled(d, b, s, kind))),
         Mistake("位置差了一：第 t 行是位置 positions[t] 的角度，不要加 1。",
-                lambda p, d, b, s, kind: _freq_reference(p + 1, d, b, s, kind)),
+                lambda p, d, b, s, kind: _angles(p + 1, _scaled(d, b, s, kind))),
     ),
     forbidden=(
         Forbidden("本题要求用 torch 的基本运算按公式算出角度，不要调用课程包"
