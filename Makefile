@@ -1,6 +1,7 @@
 # The course's commands. Each one creates .venv and installs what it needs on first use.
 #   make book        build the book into _build/html (executes every chapter)
-#   make test        ruff, then every test (package, checkers, notebooks, exercise versions, strict Sphinx build)
+#   make test        ruff, make book, then every test (the fresh build against the stored chapters, package,
+#                    checkers, exercise versions, strict Sphinx build, browser), nbval on generic kernels
 #   make exercises   write the notebooks Colab and Jupyter open, in plain Markdown: exercises/ (solutions
 #                    stubbed) and colab/ (full chapters; the book's Colab button); never overwrites your edits
 #   make execute     re-run chapters and store their outputs (after editing a chapter)
@@ -15,7 +16,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: book test exercises execute bench portability margins pdf setup-cells clean
+.PHONY: book test lint exercises execute bench portability margins pdf setup-cells clean
 
 $(STAMP): requirements.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,14 +30,18 @@ book: $(STAMP)
 	$(BIN)/jupyter-book build --all -W -n --keep-going .
 	@echo "open _build/html/index.html"
 
-# Two pytest workers with one thread each: two kernels with two threads each on two cores thrash.
-# tests/test_rerun.py runs every chapter fresh on the native kernels and compares its checked cells
-# with the stored outputs (what nbval would do, plus a second "Run All"); then nbval runs the chapters
+# make test builds the book first, exactly as make book does (every chapter executed, -W), and the tests
+# reuse that one fresh execution: tests/test_fresh_build.py compares it with the stored chapters (outputs
+# per cell in kind and order, no empty output, one picture per figure label, checked cells equal). Then
+# two pytest workers with one thread each (two kernels with two threads each on two cores thrash): the
+# exercise versions run twice in one kernel (leftover state), and the rest. Last, nbval runs the chapters
 # once more on PyTorch's generic CPU kernels (another machine's summation order).
-test: $(STAMP)
-	$(BIN)/ruff check src tools tests
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests -n 2 --dist loadfile --durations=10
+test: lint book
+	OMP_NUM_THREADS=1 TC_REQUIRE_FRESH_BUILD=1 $(BIN)/python -m pytest tests -n 2 --dist loadfile --durations=10
 	$(BIN)/python tools/portability.py --only default:1
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tools tests
 
 exercises:
 	$(PYTHON) tools/make_exercises.py

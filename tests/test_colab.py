@@ -32,7 +32,7 @@ import pytest
 import notebook_setup
 from conftest import ROOT
 from kernel_runner import execute_cell
-from test_rerun import checked_outputs
+from test_fresh_build import checked_outputs
 
 nbformat = pytest.importorskip("nbformat")
 pytest.importorskip("jupyter_client")

@@ -45,24 +45,52 @@ def test_seed_shift_moves_every_seed(monkeypatch):
     assert not torch.equal(shifted, plain) and torch.equal(torch.rand(4), shifted)
 
 
-def test_margin_study_is_current_and_every_claim_held_everywhere():
-    """Rerun ``make margins`` (or ``python tools/margins.py book/NN_x.ipynb``) after editing a chapter's code."""
+def test_perturbation_study_is_current_and_every_claim_held_in_every_run():
+    """Rerun ``python tools/margins.py book/NN_x.ipynb`` after editing a chapter's code (prints and comments
+    aside): every chapter that makes a claim has at least ``MIN_RUNS`` runs over seeds and variants of the
+    arithmetic (those still ``PENDING``: the earlier 15), every run recorded every claim, and no claim
+    failed in any run."""
     study = json.loads(STUDY.read_text(encoding="utf-8"))
     chapters = margins.chapters_with_claims()
     assert chapters, "no chapter uses tc.claim"
+    rows = margins.summarise(study["runs"])
     for path in chapters:
         runs = [r for r in study["runs"] if r["chapter"] == path.stem]
+        if path.stem in margins.PENDING:  # the earlier study; done ones leave the list
+            assert margins.PENDING_MIN_RUNS <= len(runs) < margins.MIN_RUNS, f"{path.name}: {len(runs)} runs"
+        else:
+            assert len(runs) >= margins.MIN_RUNS, f"{path.name}: {len(runs)} runs"
         kernels = {r["kernel"] for r in runs}
         assert set(margins.REQUIRED_KERNELS) <= kernels, f"{path.name}: kernel paths {sorted(kernels)}"
-        assert {(r["seed"], r["kernel"]) for r in runs} == {
-            (s, k) for s in range(study["seeds"]) for k in kernels}, path.name
+        assert len({r["seed"] for r in runs}) >= 5, f"{path.name}: too few seeds"
         assert all(r["code"] == margins.code_fingerprint(path) for r in runs), \
-            f"{path.name} changed since its margin study: python tools/margins.py book/{path.name}"
+            f"{path.name} changed since its study: python tools/margins.py book/{path.name}"
         assert all(r["claims"] for r in runs), f"{path.name}: a run recorded no claim"
-    assert study["seeds"] >= 5
-    failed = [f"{r['chapter']}: {r['claim']}" for r in margins.summarise(study["runs"]) if r["failed"]]
+        claims = [r for r in rows if r["chapter"] == path.stem]
+        short = [(r["claim"], r["n"]) for r in claims if r["n"] != len(runs)]
+        assert not short, f"{path.name}: claims not made in every run: {short}"
+    failed = [f"{r['chapter']}: {r['claim']}" for r in rows if r["failed"]]
     assert not failed
     assert (ROOT / "docs" / "margins.md").read_text(encoding="utf-8") == margins.markdown(study)
+
+
+def test_study_fingerprint_ignores_prints_and_comments_only():
+    base = "x = f(1)\nfor i in range(3):\n    y = g(i)\n"
+    assert margins._without_prints(base) == margins._without_prints(
+        "x = f(1)  # note\nprint('x', x)\nfor i in range(3):\n    y = g(i)\n    print(f'{y:.2f} s')\n")
+    assert margins._without_prints(base) != margins._without_prints(base.replace("g(i)", "g(i + 1)"))
+    assert margins._without_prints(base) != margins._without_prints(base + "log(y)\n")
+
+
+def test_summary_states_the_worst_run_and_its_margin():
+    runs = [{"chapter": "07_x", "claims": [{"name": "acc", "value": v, "op": ">", "bound": 0.9},
+                                           {"name": "loss", "value": 1 - v, "op": "<", "bound": 0.5}]}
+            for v in (0.97, 0.95, 0.99)]
+    acc, loss = sorted(margins.summarise(runs), key=lambda r: r["claim"])
+    assert (acc["n"], acc["worst"], acc["failed"]) == (3, 0.95, 0)
+    assert acc["margin"] == pytest.approx(0.05) and acc["relative"] == pytest.approx(0.05 / 0.9)
+    assert loss["worst"] == pytest.approx(0.05) and loss["margin"] == pytest.approx(0.45)
+    assert margins.tightest([acc, loss], 1) == [acc]
 
 
 def test_portability_document_keeps_other_machines_and_replaces_its_own(tmp_path, monkeypatch):

@@ -3,6 +3,8 @@ a learning-rate schedule sets the rate of each step."""
 from __future__ import annotations
 
 import copy
+import logging
+import re
 
 import pytest
 import torch
@@ -55,29 +57,62 @@ def test_lr_schedule_gives_the_rate_of_each_step():
         train(model, lambda: batches[0], steps=2, progress=False, lr_schedule=lambda step: -0.1)
 
 
-def test_progress_bar_is_one_text_output_in_a_notebook(tmp_path):
-    """In a Jupyter kernel the bar is one display output updated in place: the executed notebook keeps its
-    last state as plain text (no widget, which the static book could not run), with the step count and loss."""
-    nbformat, nbclient = pytest.importorskip("nbformat"), pytest.importorskip("nbclient")
+FINAL = r"train: (\d+)/\1 steps, loss=\d+\.\d{3}"  # the bar's last state: no time, no rate
+
+
+def _notebook(nbformat):
     code = ("import transformer_course as tc\n"
             "from transformer_course.data import copy_task\n"
             "from transformer_course.rnn import RecurrentLM\n"
-            "tc.train(RecurrentLM(10, 16), lambda: copy_task(8, 4, 10, generator=0), steps=7)\n"
+            "batches = lambda: copy_task(8, 4, 10, generator=0)\n"
+            "tc.train(RecurrentLM(10, 16), batches, steps=7)\n"
+            "tc.train(RecurrentLM(10, 16), batches, steps=5, progress=False)\n"
             "print('done')")
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
-    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3").execute()
-    outputs = nb.cells[0].outputs
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+
+
+def _check_bar(outputs) -> None:
     bars = [o for o in outputs if o.output_type == "display_data"]
-    assert len(bars) == 1 and set(bars[0].data) == {"text/plain"}, outputs
-    assert "7/7" in bars[0].data["text/plain"] and "loss=" in bars[0].data["text/plain"], bars[0].data
+    assert len(bars) == 1 and set(bars[0].data) == {"text/plain"}, outputs  # none for progress=False
+    assert re.fullmatch(FINAL, bars[0].data["text/plain"]) and "7/7" in bars[0].data["text/plain"], bars[0].data
     assert [o.text for o in outputs if o.output_type == "stream"] == ["done\n"], outputs
+
+
+def test_progress_bar_is_one_text_output_in_a_notebook_built_as_make_book_does(tmp_path):
+    """Executed the way ``make book`` executes a chapter (myst-nb hands the notebook to nbclient), the bar
+    is one display output updated in place: the executed notebook keeps its last state as plain text (no
+    widget, which the static book could not run, and no time); a bar that is off leaves no output at all
+    (an empty one is a grey box in the page and takes a figure's caption)."""
+    nbformat = pytest.importorskip("nbformat")
+    from myst_nb.core.config import NbParserConfig
+    from myst_nb.core.execute import create_client
+
+    nb = _notebook(nbformat)
+    source = tmp_path / "x.ipynb"
+    nbformat.write(nb, source)
+    config = NbParserConfig(execution_mode="force", execution_timeout=120)
+    with create_client(nb, str(source), config, logging.getLogger("test")) as client:
+        executed = client.notebook
+    _check_bar(executed.cells[0].outputs)
+
+
+def test_progress_bar_in_the_tests_kernel_runner_and_in_plain_nbclient(tmp_path):
+    nbformat, nbclient = pytest.importorskip("nbformat"), pytest.importorskip("nbclient")
+    from conftest import run_all_repeatedly
+
+    nb = _notebook(nbformat)
+    nbclient.NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    _check_bar(nb.cells[0].outputs)
+    nb = _notebook(nbformat)
+    for _ in run_all_repeatedly(nb, tmp_path, runs=1):
+        _check_bar(nb.cells[0].outputs)
 
 
 def test_progress_bar_outside_a_notebook_goes_to_stderr(capsys):
     model = RecurrentLM(10, 16)
     train(model, lambda: copy_task(8, 4, 10, generator=0), steps=4)
     captured = capsys.readouterr()
-    assert captured.out == "" and "4/4" in captured.err
+    assert captured.out == "" and re.fullmatch(FINAL, captured.err.rstrip().split("\r")[-1]), captured.err
 
 
 def test_a_loss_step_trains_exactly_as_the_batches_it_replaces():

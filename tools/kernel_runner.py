@@ -50,6 +50,7 @@ def execute_cell(kc, source: str, timeout: float) -> list:
     msg_id = kc.execute(source, store_history=False)
     deadline = time.monotonic() + timeout
     outputs, error = [], None
+    shown: dict[str, list] = {}  # display_id -> the outputs it names (a progress line, updated in place)
     while True:
         try:
             msg = kc.iopub_channel.get_msg(timeout=max(0.0, deadline - time.monotonic()))
@@ -65,8 +66,14 @@ def execute_cell(kc, source: str, timeout: float) -> list:
         elif kind == "error":
             traceback = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(content["traceback"]))  # no colour codes
             error = f"{content['ename']}: {content['evalue']}\n{traceback}"
+        elif kind == "update_display_data":  # as Jupyter and nbclient do: replace the data, add nothing
+            for output in shown.get((content.get("transient") or {}).get("display_id"), []):
+                output.data, output.metadata = content["data"], content["metadata"]
         elif kind in ("stream", "display_data", "execute_result"):
             outputs.append(output_from_msg(msg))
+            display_id = (content.get("transient") or {}).get("display_id")
+            if display_id:
+                shown.setdefault(display_id, []).append(outputs[-1])
     while kc.shell_channel.get_msg(timeout=timeout)["parent_header"].get("msg_id") != msg_id:
         pass  # the execute reply (its content repeats what iopub said)
     if error is not None:

@@ -43,7 +43,8 @@ from .rnn import LSTM, RNN, RecurrentLM
 from .tokenizer import BPETokenizer
 from .trace import AttentionTrace, LayerTrace, Trace
 from .train import accuracy, lm_loss, train
-from .utils import LINEAR_OPS, claim, count_flops, count_params, flops_by_op, get_device, set_seed, time_call
+from .utils import (LINEAR_OPS, claim, count_flops, count_params, flops_by_op, get_device, machine, set_seed,
+                    time_call)
 
 __version__ = "0.1.0"
 
@@ -92,7 +93,7 @@ __all__ = [
     "from_hf_llama",
     "generate",
     "generate_steps",
-    "get_device",
+    "get_device", "machine",
     "greedy",
     "kv_cache_bytes",
     "lm_loss",
