@@ -1,4 +1,5 @@
-"""Grouped-query attention (``n_kv_heads``) and Llama-style models against ``transformers.LlamaForCausalLM``.
+"""Grouped-query attention (``n_kv_heads``) and Llama-style models against ``transformers.LlamaForCausalLM``
+(and ``MistralForCausalLM``: the same with a sliding window).
 
 Configurations are small with every size distinct (vocab 53, width 48, 6 query heads of 8, FFN 80,
 3 layers), K/V heads 2 (groups of 3), 1 (multi-query) and 6 (plain multi-head), RoPE base and
@@ -16,14 +17,16 @@ transformers = pytest.importorskip("transformers")
 KV_HEADS = (2, 1, 6)
 
 
-def hf_llama(n_kv_heads: int, tie: bool = False, dtype: torch.dtype = torch.float32, **overrides):
+def hf_llama(n_kv_heads: int, tie: bool = False, dtype: torch.dtype = torch.float32, family: str = "Llama",
+             **overrides):
+    """A random ``{family}ForCausalLM`` (``Llama`` or ``Mistral``, same layout) of the sizes above."""
     torch.manual_seed(n_kv_heads)
-    config = transformers.LlamaConfig(
+    config = getattr(transformers, f"{family}Config")(
         vocab_size=53, hidden_size=48, intermediate_size=80, num_hidden_layers=3, num_attention_heads=6,
         num_key_value_heads=n_kv_heads, max_position_embeddings=64, rms_norm_eps=1e-6, rope_theta=5000.0,
         tie_word_embeddings=tie, attn_implementation="eager", bos_token_id=None, eos_token_id=None,
         **overrides)  # no end-of-sequence token: generate must not stop or suppress one
-    model = transformers.LlamaForCausalLM(config).eval().to(dtype)
+    model = getattr(transformers, f"{family}ForCausalLM")(config).eval().to(dtype)
     with torch.no_grad():  # norms start at ones: give them other values, so that a skipped one shows
         for name, p in model.named_parameters():
             if "norm" in name:
@@ -176,3 +179,49 @@ def test_ntk_scaling_divides_the_slowest_frequency_by_the_factor_and_keeps_the_f
     with pytest.raises(ValueError, match="rope_scaling needs positional='rope'"):
         tc.TransformerConfig(vocab_size=5, d_model=8, n_heads=2, n_layers=1, d_ff=8, max_len=4,
                              rope_scaling=tc.RopeScaling("linear", 2.0))
+
+
+def test_mistral_sliding_window_matches_mistral() -> None:
+    """transformers' ``sliding_window=W`` keeps key j for query i iff i - W < j <= i: W keys, itself included,
+    as our ``sliding_window``. 29 tokens, window 5; decoding past the window with the rolling cache."""
+    hf = hf_llama(2, family="Mistral", sliding_window=5)
+    ours = tc.from_hf_llama(hf).eval()
+    assert ours.config.sliding_window == 5 and ours.config.rope_base == 5000.0
+    idx = tokens(t=29, seed=4)
+    with torch.no_grad():
+        expected = hf(idx).logits
+        gap = (ours(idx) - expected).abs().max().item()
+        gaps = {}  # the same weights with no window, or one key fewer or more: the test can fail
+        for window in (None, 4, 6):
+            other = tc.DecoderOnly(ours.config.replace(sliding_window=window)).eval()
+            other.load_state_dict(ours.state_dict())
+            gaps[window] = (other(idx) - expected).abs().max().item()
+    print(f"max |dlogits| = {gap:.1e}, other windows: {gaps}")
+    assert gap < 1e-4 and min(gaps.values()) > 0.1
+    rolling = tc.KVCache.from_config(ours.config, batch_size=2)
+    assert isinstance(rolling, tc.RollingKVCache) and rolling.k.shape == (3, 2, 2, 5, 8)
+    full_cache = tc.KVCache(n_layers=3, batch_size=2, n_heads=2, d_head=8, max_len=29)  # keeps every position
+    for cache in (rolling, full_cache):
+        with torch.no_grad():  # a prompt longer than the window, then one token at a time
+            steps = [ours(idx[:, :9], cache=cache)] + [ours(idx[:, t:t + 1], cache=cache) for t in range(9, 29)]
+        assert (torch.cat(steps, dim=1) - expected).abs().max().item() < 1e-4
+    prompt = idx[:, :9]
+    with torch.no_grad():  # transformers' sliding cache keeps W - 1 positions + the new one
+        hf_tokens = hf.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=20,
+                                do_sample=False, pad_token_id=0)
+    for use_cache in (True, False):  # True: tc.generate makes a RollingKVCache from the config
+        assert torch.equal(tc.generate(ours, prompt, 20, use_cache=use_cache, temperature=0.0), hf_tokens)
+
+
+def test_llama_configs_without_a_window_load_as_before() -> None:
+    """Llama has no ``sliding_window``; Qwen2-style configs keep one but turn it off (``use_sliding_window``)."""
+    plain = hf_llama(2)
+    assert not hasattr(plain.config, "sliding_window") and tc.from_hf_llama(plain).config.sliding_window is None
+    hf = hf_llama(2, use_sliding_window=False, sliding_window=5)
+    ours = tc.from_hf_llama(hf).eval()
+    idx = tokens(t=29, seed=4)
+    with torch.no_grad():
+        assert ours.config.sliding_window is None and (ours(idx) - hf(idx).logits).abs().max().item() < 1e-5
+    mixed = ["sliding_attention", "full_attention", "sliding_attention"]  # per-layer windows (Qwen2, Ministral)
+    with pytest.raises(ValueError, match=r"layer_types=\['full_attention', 'sliding_attention'\] is not implemented"):
+        tc.from_hf_llama(hf_llama(2, family="Mistral", sliding_window=5, layer_types=mixed))

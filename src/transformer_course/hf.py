@@ -1,5 +1,5 @@
 """Weights from Hugging Face ``transformers``: ``from_hf_gpt2`` (``GPT2LMHeadModel``) and ``from_hf_llama``
-(``LlamaForCausalLM``) build a ``DecoderOnly`` with the same configuration and weights.
+(``LlamaForCausalLM``, ``MistralForCausalLM``) build a ``DecoderOnly`` with the same configuration and weights.
 
 Neither imports ``transformers``: they read ``hf_model.config`` and ``hf_model.state_dict()``. A
 configuration value that would make our model compute something else (a RoPE scaling we lack, biases
@@ -134,6 +134,20 @@ def _llama_rope(c: Any) -> tuple[float, RopeScaling | None]:
     return base, RopeScaling("yarn", float(factor), int(original or c.max_position_embeddings), **beta)
 
 
+def _llama_window(c: Any) -> int | None:
+    """Mistral's ``sliding_window``, or ``None`` (Llama has none; Qwen2-style configs may turn it off).
+
+    transformers' eager mask keeps key ``j`` for query ``i`` iff ``i - W < j <= i``: ``W`` keys including
+    itself, as our ``sliding_window`` (measured: equal logits; ``W ± 1`` differ). One window for every layer:
+    ``layer_types`` that mix full and sliding attention are refused."""
+    window = getattr(c, "sliding_window", None) if getattr(c, "use_sliding_window", True) else None
+    kinds = set(getattr(c, "layer_types", None) or ())
+    if window is not None and kinds - {"sliding_attention"}:
+        raise ValueError(f"layer_types={sorted(kinds)} is not implemented with sliding_window={window} "
+                         "(only one window for every layer)")
+    return window
+
+
 def load_llama_state_dict(model: DecoderOnly, hf_state_dict: dict[str, Tensor]) -> None:
     """Copy a Hugging Face ``LlamaForCausalLM`` state dict into ``model`` (in place, strictly).
 
@@ -167,7 +181,8 @@ def from_hf_llama(hf_model: Any) -> DecoderOnly:
     """A ``DecoderOnly`` with the configuration and weights of a ``transformers.LlamaForCausalLM``.
 
     Implemented: RoPE (unscaled, linear or YaRN), RMSNorm, SwiGLU (``silu``), no biases, grouped-query attention
-    (``num_key_value_heads``), tied or untied embeddings. Anything else raises ``ValueError`` by name.
+    (``num_key_value_heads``), tied or untied embeddings, Mistral's ``sliding_window`` (every layer).
+    Anything else raises ``ValueError`` by name.
     """
     c = hf_model.config
     for flag, implemented in _LLAMA_FLAGS.items():  # refuse what would silently give other logits
@@ -179,6 +194,7 @@ def from_hf_llama(hf_model: Any) -> DecoderOnly:
         raise ValueError(f"head_dim={head_dim} is not implemented: heads must split hidden_size={c.hidden_size} "
                          f"(head_dim = hidden_size / num_attention_heads = {c.hidden_size / c.num_attention_heads})")
     rope_base, rope_scaling = _llama_rope(c)
+    sliding_window = _llama_window(c)
     config = TransformerConfig(
         vocab_size=c.vocab_size,
         d_model=c.hidden_size,
@@ -190,6 +206,7 @@ def from_hf_llama(hf_model: Any) -> DecoderOnly:
         positional="rope",
         rope_base=rope_base,
         rope_scaling=rope_scaling,
+        sliding_window=sliding_window,
         norm="rmsnorm",
         norm_eps=c.rms_norm_eps,
         activation="swiglu",
