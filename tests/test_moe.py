@@ -1,5 +1,6 @@
 """Mixture of experts: the routed computation against a dense one that runs every expert, the single-expert
-case against a plain FFN, the balancing loss at its two ends, parameters total vs active."""
+case against a plain FFN, the two gates (Switch's, Mixtral's) and the router's gradient from the task loss
+alone, the balancing loss at its two ends, parameters total vs active."""
 from __future__ import annotations
 
 import pytest
@@ -8,30 +9,68 @@ import torch
 import transformer_course as tc
 
 
-def test_routed_output_equals_every_expert_run_densely_and_masked() -> None:
+@pytest.mark.parametrize("gate", ["switch", "mixtral"])
+def test_routed_output_equals_every_expert_run_densely_and_masked(gate: str) -> None:
     torch.manual_seed(0)
-    moe = tc.MoEFeedForward(12, 20, n_experts=5, top_k=2)
+    moe = tc.MoEFeedForward(12, 20, n_experts=5, top_k=2, gate=gate)
     x = torch.randn(3, 7, 12)
     out, _ = moe(x)
     logits = moe.router(x)  # (3, 7, 5)
-    top, chosen = logits.topk(2, dim=-1)
-    gates = torch.zeros_like(logits).scatter(-1, chosen, top.softmax(dim=-1))  # (3, 7, 5), zero if not chosen
+    top, chosen = logits.topk(2, dim=-1)  # (3, 7, 2) each
+    weight = logits.softmax(dim=-1).gather(-1, chosen) if gate == "switch" else top.softmax(dim=-1)  # (3, 7, 2)
+    gates = torch.zeros_like(logits).scatter(-1, chosen, weight)  # (3, 7, 5), zero if not chosen
     dense = sum(gates[..., e, None] * expert(x) for e, expert in enumerate(moe.experts))  # (3, 7, 12)
     assert out.shape == x.shape and (out - dense).abs().max() < 1e-6
     assert (gates > 0).sum(dim=-1).eq(2).all()  # every token used exactly two experts
 
 
-def test_one_expert_is_the_plain_ffn_and_gradients_reach_router_and_experts() -> None:
+def test_one_expert_is_the_plain_ffn() -> None:
+    """One expert, ``k = 1``: Switch's gate is the softmax over one logit, exactly 1."""
     torch.manual_seed(1)
     moe = tc.MoEFeedForward(8, 16, n_experts=1, top_k=1)
     x = torch.randn(4, 8)
     out, aux = moe(x)
+    assert moe.gate == "switch" and torch.equal(moe.route(x)[0], torch.ones(4, 1))
     assert torch.allclose(out, moe.experts[0](x), atol=1e-7) and abs(aux.item() - 1.0) < 1e-6
-    moe = tc.MoEFeedForward(8, 16, n_experts=4, top_k=2)
-    out, aux = moe(torch.randn(6, 8))
-    (out.sum() + aux).backward()
+
+
+@pytest.mark.parametrize(("top_k", "gate"), [(1, "switch"), (2, "switch"), (2, "mixtral")])
+def test_the_task_loss_alone_gives_gradient_to_router_and_experts(top_k: int, gate: str) -> None:
+    """No ``aux_loss`` here: the router must learn from the language-model loss through the gates."""
+    torch.manual_seed(3)
+    moe = tc.MoEFeedForward(8, 16, n_experts=4, top_k=top_k, gate=gate)
+    out, _ = moe(torch.randn(6, 8))  # (6, 8)
+    torch.nn.functional.mse_loss(out, torch.randn(6, 8)).backward()
     assert moe.router.weight.grad.abs().sum() > 0
     assert sum(p.grad is not None for e in moe.experts for p in e.parameters()) > 0
+
+
+def test_mixtral_gate_with_top_1_is_exactly_one_so_only_the_balancing_loss_reaches_the_router() -> None:
+    """Why ``k = 1`` defaults to Switch's gate: the softmax over one chosen score is 1 whatever the score."""
+    torch.manual_seed(3)
+    moe = tc.MoEFeedForward(8, 16, n_experts=4, top_k=1, gate="mixtral")
+    x = torch.randn(6, 8)
+    assert torch.equal(moe.route(x)[0], torch.ones(6, 1))
+    out, aux = moe(x)  # (6, 8), ()
+    torch.nn.functional.mse_loss(out, torch.randn(6, 8)).backward(retain_graph=True)
+    assert moe.router.weight.grad.abs().sum() == 0  # the task loss: nothing
+    aux.backward()
+    assert moe.router.weight.grad.abs().sum() > 0  # the balancing loss: something
+
+
+def test_switch_gates_are_the_full_softmax_at_the_chosen_experts_and_mixtral_renormalises_them() -> None:
+    torch.manual_seed(4)
+    switch = tc.MoEFeedForward(10, 14, n_experts=6, top_k=2, gate="switch")
+    mixtral = tc.MoEFeedForward(10, 14, n_experts=6, top_k=2, gate="mixtral")
+    mixtral.load_state_dict(switch.state_dict())
+    x = torch.randn(5, 9, 10)
+    gates, chosen, logits = switch.route(x)  # (5, 9, 2), (5, 9, 2), (5, 9, 6)
+    top_probs, top_experts = logits.softmax(dim=-1).topk(2, dim=-1)  # (5, 9, 2) each
+    assert torch.equal(chosen, top_experts) and torch.allclose(gates, top_probs, atol=1e-7)
+    assert (gates.sum(dim=-1) < 1 - 1e-3).all()  # the 4 experts left out keep their share of the probability
+    mixed, mixtral_chosen, _ = mixtral.route(x)  # (5, 9, 2) each
+    assert torch.equal(mixtral_chosen, chosen) and torch.allclose(mixed.sum(dim=-1), torch.ones(5, 9))
+    assert torch.allclose(mixed, gates / gates.sum(dim=-1, keepdim=True), atol=1e-6)
 
 
 def test_balancing_loss_is_one_when_balanced_and_n_experts_when_collapsed() -> None:
@@ -103,3 +142,32 @@ def test_moe_aux_loss_is_the_sum_of_the_layers_losses_and_trains_the_routers() -
     dense = tc.DecoderOnly(_moe_config(n_layers=3, n_experts=None))
     router = 24 * 5
     assert tc.count_params(model) - tc.count_params(dense) == 3 * (4 * per_expert + router)
+
+
+def test_the_default_gate_is_switch_for_top_1_and_mixtral_otherwise_and_unknown_gates_are_refused() -> None:
+    assert [tc.MoEFeedForward(8, 16, n_experts=4, top_k=k).gate for k in (1, 2, 3)] == ["switch", "mixtral", "mixtral"]
+    assert tc.MoEFeedForward(8, 16, n_experts=4, top_k=1, gate="mixtral").gate == "mixtral"
+    assert "n_experts=4, top_k=1, gate='switch'" in repr(tc.MoEFeedForward(8, 16, n_experts=4, top_k=1))
+    for k, gate in ((1, "switch"), (2, "mixtral")):  # the config has no gate field: the default by k applies
+        model = tc.DecoderOnly(_moe_config(moe_top_k=k))
+        assert all(block.ffn.gate == gate for block in model.transformer.blocks)
+    with pytest.raises(ValueError, match=r"gate must be one of \['mixtral', 'switch'\], got 'softmax'"):
+        tc.MoEFeedForward(8, 16, n_experts=4, gate="softmax")
+
+
+@pytest.mark.parametrize("gate", ["switch", "mixtral"])
+def test_a_top_1_model_trained_without_the_balancing_loss_moves_its_routers_only_with_the_switch_gate(
+    gate: str,
+) -> None:
+    """``tc.train`` minimises the language-model loss alone; with Mixtral's gate at ``k = 1`` (the old rule,
+    set here by hand) the routers get zero gradient, and AdamW without weight decay leaves them as they were."""
+    tc.set_seed(5)
+    model = tc.DecoderOnly(_moe_config(n_experts=4, moe_top_k=1))
+    moes = [block.ffn for block in model.transformer.blocks]
+    for moe in moes:
+        moe.gate = gate
+    before = [moe.router.weight.detach().clone() for moe in moes]  # (4, 24) each
+    idx = torch.randint(0, 37, (4, 12), generator=torch.Generator().manual_seed(0))  # (B, T + 1)
+    tc.train(model, lambda: (idx[:, :-1], idx[:, 1:]), steps=3, progress=False)
+    moved = [(moe.router.weight.detach() - w).abs().sum().item() for moe, w in zip(moes, before)]
+    assert all(m > 0 for m in moved) if gate == "switch" else all(m == 0 for m in moved)

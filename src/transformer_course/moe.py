@@ -1,17 +1,27 @@
 """Mixture of experts: a router sends each token to ``top_k`` of ``n_experts`` feed-forward networks.
 
 ``MoEFeedForward`` can stand where an FFN stands: ``(..., C) -> (..., C)``. A linear router scores every
-expert for every token; the token goes to its ``top_k`` best experts, whose outputs are mixed with the
-softmax of their scores (Mixtral's rule). Parameters grow with ``n_experts``; the work per token only with
-``top_k`` (``active_params``). Training also needs the experts used evenly: ``load_balancing_loss``.
+expert for every token; the token goes to its ``top_k`` best experts, whose outputs are mixed with weights
+(gates) from their scores, by one of two rules (``gate``):
+
+- ``"switch"`` (Switch Transformer, Fedus et al. 2021, ``k = 1``): each chosen expert's probability under the
+  softmax over *all* experts, not renormalised;
+- ``"mixtral"`` (Mixtral, Jiang et al. 2024, ``k = 2``): the softmax over the ``k`` chosen scores only.
+
+By default ``top_k == 1`` gets ``"switch"`` and ``top_k >= 2`` gets ``"mixtral"``, as in the two papers: with
+``k = 1`` Mixtral's gate is exactly 1, so the language-model loss gives the router no gradient at all.
+Parameters grow with ``n_experts``; the work per token only with ``top_k`` (``active_params``). Training also
+needs the experts used evenly: ``load_balancing_loss``.
 """
 from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
 
-from ._checks import check_int, check_tensor
+from ._checks import check_choice, check_int, check_tensor
 from .ffn import make_ffn
+
+GATES = ("switch", "mixtral")  # Switch Transformer's gate, Mixtral's gate
 
 
 def load_balancing_loss(router_logits: Tensor, chosen: Tensor) -> Tensor:
@@ -33,6 +43,14 @@ class MoEFeedForward(nn.Module):
     ``forward(x (..., C)) -> (out (..., C), aux_loss ())``: add ``aux_loss`` (times a small weight, e.g.
     0.01) to the training loss to keep the experts balanced.
 
+    ``gate``: how the chosen experts' outputs are weighted. ``"switch"``: ``softmax(all E scores)`` at the
+    chosen experts, *not* renormalised, so for ``k >= 2`` the gates sum to less than 1. That is the design:
+    the full softmax's normaliser depends on every expert's score, so the gate carries the task loss's
+    gradient to every row of the router; renormalising over the chosen experts would make the gate exactly 1
+    for ``k = 1`` and the router would learn only from ``aux_loss``. ``"mixtral"``: softmax over the ``k``
+    chosen scores (they sum to 1; the router learns from their differences, so it needs ``k >= 2``).
+    ``None``: ``"switch"`` for ``top_k == 1``, ``"mixtral"`` otherwise.
+
     Example:
         >>> moe = MoEFeedForward(8, 16, n_experts=4, top_k=2)
         >>> out, aux = moe(torch.randn(2, 5, 8))
@@ -41,11 +59,12 @@ class MoEFeedForward(nn.Module):
     """
 
     def __init__(self, d_model: int, d_ff: int, *, n_experts: int, top_k: int = 2, activation: str = "gelu",
-                 bias: bool = True) -> None:
+                 bias: bool = True, gate: str | None = None) -> None:
         super().__init__()
         if check_int("top_k", top_k) > check_int("n_experts", n_experts):
             raise ValueError(f"top_k must be <= n_experts={n_experts}, got top_k={top_k}")
         self.d_model, self.top_k = check_int("d_model", d_model), top_k
+        self.gate = ("switch" if top_k == 1 else "mixtral") if gate is None else check_choice("gate", gate, GATES)
         self.router = nn.Linear(d_model, n_experts, bias=False)  # one score per expert
         self.experts = nn.ModuleList(make_ffn(activation, d_model, d_ff, bias=bias) for _ in range(n_experts))
 
@@ -54,13 +73,19 @@ class MoEFeedForward(nn.Module):
         per_expert = sum(p.numel() for p in self.experts[0].parameters())
         return self.router.weight.numel() + self.top_k * per_expert
 
+    def extra_repr(self) -> str:
+        """Sizes and the gate, shown in the module's repr."""
+        return f"n_experts={len(self.experts)}, top_k={self.top_k}, gate={self.gate!r}"
+
     def route(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """``x (..., C) -> (gates (..., k), chosen (..., k), router_logits (..., E))``: each token's ``top_k``
-        experts (best first) and their mixing weights, the softmax of their scores."""
+        experts (best first) and their mixing weights, by ``self.gate``."""
         check_tensor("x", x, "(..., C)", C=self.d_model)
         logits = self.router(x)  # (..., E)
         top_scores, chosen = logits.topk(self.top_k, dim=-1)  # (..., k) each: the best experts, best first
-        return top_scores.softmax(dim=-1), chosen, logits
+        if self.gate == "switch":  # probability among all E experts: the normaliser depends on every score
+            return logits.softmax(dim=-1).gather(-1, chosen), chosen, logits
+        return top_scores.softmax(dim=-1), chosen, logits  # among the k chosen only: sums to 1
 
     def forward(self, x: Tensor) -> tuple[Tensor, Tensor]:
         check_tensor("x", x, "(..., C)", C=self.d_model)
