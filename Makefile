@@ -27,8 +27,8 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $(STAMP)
 
 book: $(STAMP)
-	$(BIN)/jupyter-book build --all -W -n --keep-going .
-	@echo "open _build/html/index.html"
+	@start=$$(date +%s); $(BIN)/jupyter-book build --all -W -n --keep-going . && \
+	  echo "book built in $$(( $$(date +%s) - start )) s: open _build/html/index.html"
 
 # make test builds the book first, exactly as make book does (every chapter executed, -W), and the tests
 # reuse that one fresh execution: tests/test_fresh_build.py compares it with the stored chapters (outputs

@@ -3,12 +3,13 @@
 ``make book`` executes every chapter; myst-nb writes each executed notebook to
 ``_build/jupyter_execute/book/``. ``make test`` runs ``make book`` first, and the tests here compare that
 one fresh execution with the stored chapters (``book/*.ipynb``): the same outputs per cell in kind and
-order (stdout, stderr, display, figure), no empty output anywhere, every captioned figure cell with
-exactly one image, every figure label in the built page once and with its picture, and the checked cells
-(``# NBVAL_CHECK_OUTPUT``) printing the same text. Without a fresh build these tests skip, unless
+order as the page shows them (stdout, stderr, display, figure), no empty output anywhere, every captioned
+figure cell with exactly one image, every figure label in the built page once and with its picture, and
+the checked cells (``# NBVAL_CHECK_OUTPUT``) printing the same text. Without a fresh build these tests skip, unless
 ``TC_REQUIRE_FRESH_BUILD=1`` (set by ``make test``) makes that a failure. The stored notebooks are checked
 for empty outputs whether or not a build is there.
 """
+import copy
 import os
 import re
 from pathlib import Path
@@ -25,16 +26,24 @@ MARK = "# NBVAL_CHECK_OUTPUT"
 CHAPTERS = notebook_setup.chapters()
 
 
-def merged(outputs: list) -> list:
-    """Outputs with consecutive streams of the same name joined, as the book shows them
-    (``nb_merge_streams``): how the kernel split a cell's prints into messages is not the book's."""
-    out = []
+def as_shown(outputs: list) -> list:
+    """The outputs as the book shows them: myst-nb (``nb_merge_streams``) joins every stream of a name into
+    its first one, so how the kernel split a cell's prints into messages is not the book's. myst-nb does that
+    in place and then saves the executed notebook, which so keeps the later pieces as well: where the first
+    stream already ends with the others, they are dropped here rather than joined twice."""
+    from myst_nb.core.utils import coalesce_streams
+
+    outputs = copy.deepcopy(list(outputs))
+    streams: dict[str, list] = {}
     for o in outputs:
-        if o.output_type == "stream" and out and out[-1].output_type == "stream" and out[-1].name == o.name:
-            out[-1] = nbformat.from_dict({**out[-1], "text": out[-1].text + o.text})
-        else:
-            out.append(o)
-    return out
+        if o.output_type == "stream":
+            streams.setdefault(o.name, []).append(o)
+    drop = set()
+    for first, *rest in streams.values():
+        tail = "".join(o.text.rstrip() + "\n" for o in rest if o.text.rstrip())
+        if rest and first.text.endswith(tail):
+            drop.update(id(o) for o in rest)
+    return coalesce_streams([o for o in outputs if id(o) not in drop])
 
 
 def kind(output) -> str:
@@ -55,12 +64,12 @@ def is_empty(output) -> bool:
 
 
 def checked_text(cell) -> str:
-    """What a checked cell printed or returned (what nbval compares)."""
+    """What a checked cell printed or returned, as the book shows it."""
     def text(o) -> str:
         if o.output_type == "stream":
             return o.text if o.name == "stdout" else ""
         return "".join(o.get("data", {}).get("text/plain", ""))
-    return "".join(text(o) for o in cell.outputs)
+    return "".join(text(o) for o in as_shown(cell.outputs))
 
 
 def checked_outputs(nb) -> dict[int, str]:
@@ -98,7 +107,7 @@ def test_fresh_execution_equals_the_stored_chapter(chapter):
     for i, (new, old) in enumerate(zip(nb.cells, stored.cells)):
         if new.cell_type != "code":
             continue
-        got, want = [kind(o) for o in merged(new.outputs)], [kind(o) for o in merged(old.outputs)]
+        got, want = [kind(o) for o in as_shown(new.outputs)], [kind(o) for o in as_shown(old.outputs)]
         if got != want:
             differ.append(f"cell {i}: fresh {got}, stored {want}")
         empty += [i for o in new.outputs if is_empty(o)]
