@@ -48,18 +48,14 @@ def test_seed_shift_moves_every_seed(monkeypatch):
 def test_perturbation_study_is_current_and_every_claim_held_in_every_run():
     """Rerun ``python tools/margins.py book/NN_x.ipynb`` after editing a chapter's code (prints and comments
     aside): every chapter that makes a claim has at least ``MIN_RUNS`` runs over seeds and variants of the
-    arithmetic (those still ``PENDING``: the earlier 15), every run recorded every claim, and no claim
-    failed in any run."""
+    arithmetic, every run recorded every claim, and no claim failed in any run."""
     study = json.loads(STUDY.read_text(encoding="utf-8"))
     chapters = margins.chapters_with_claims()
     assert chapters, "no chapter uses tc.claim"
     rows = margins.summarise(study["runs"])
     for path in chapters:
         runs = [r for r in study["runs"] if r["chapter"] == path.stem]
-        if path.stem in margins.PENDING:  # the earlier study; done ones leave the list
-            assert margins.PENDING_MIN_RUNS <= len(runs) < margins.MIN_RUNS, f"{path.name}: {len(runs)} runs"
-        else:
-            assert len(runs) >= margins.MIN_RUNS, f"{path.name}: {len(runs)} runs"
+        assert len(runs) >= margins.MIN_RUNS, f"{path.name}: {len(runs)} runs"
         kernels = {r["kernel"] for r in runs}
         assert set(margins.REQUIRED_KERNELS) <= kernels, f"{path.name}: kernel paths {sorted(kernels)}"
         assert len({r["seed"] for r in runs}) >= 5, f"{path.name}: too few seeds"

@@ -52,13 +52,6 @@ VARIANTS = {  # name -> environment; ATEN_CPU_CAPABILITY unset is the native pat
 }
 REQUIRED_KERNELS = ("avx2", "default")  # every chapter's study has these (any x86-64 machine runs them)
 MIN_RUNS = 40  # runs per chapter that makes a claim, all machines together
-# Chapters whose study is still the earlier 15 runs (5 seeds x 3 kernel paths, one machine), to be brought
-# to MIN_RUNS: `python tools/margins.py book/NN_x.ipynb --first-seed 5 --seeds 5` on a second machine adds 25.
-# Remove a chapter from this set when its study is complete; the tests hold the others to MIN_RUNS.
-PENDING = {"01_rnn_limits", "02_tokens_embeddings", "03_self_attention", "04_scaling", "05_multi_head",
-           "06_positional_encoding", "08_residual_norm_block", "09_architectures", "10_inference_sampling",
-           "12_context_window", "13_design_philosophy", "14_tang_poet", "16_longer_batched_sparse"}
-PENDING_MIN_RUNS = 15
 
 
 def _without_prints(source: str) -> str:
@@ -192,8 +185,7 @@ def markdown(study: dict) -> str:
         "on the native path is what the stored outputs show.",
         "",
         f"{len(runs)} runs, {total / 60:.1f} min of chapter time. A chapter asserts a claim only when it held",
-        f"in every run (`failed` 0) with a margin. The goal is at least {MIN_RUNS} runs per chapter on two",
-        "machines or more; chapters marked *pending* still have the earlier study (15 runs, one machine).",
+        f"in every run (`failed` 0) with a margin; every chapter has at least {MIN_RUNS} runs.",
         "`margin` is how far the worst run stayed on the right side of the bound, `rel.` that margin over",
         "the bound.",
         "",
@@ -202,8 +194,11 @@ def markdown(study: dict) -> str:
     ]
     for chapter in sorted(where):
         n = sum(len(s) for s in where[chapter].values())
-        ran = "; ".join(f"{m}: `{k}` ({_seeds(s)})" for (m, k), s in sorted(where[chapter].items()))
-        lines.append(f"| {chapter[:2]} | {n}{' (*pending*)' if chapter in PENDING else ''} | {ran} |")
+        groups: dict[tuple[str, str], list[str]] = {}  # (machine, seeds) -> variants
+        for (m, k), s in sorted(where[chapter].items()):
+            groups.setdefault((m, _seeds(s)), []).append(f"`{k}`")
+        ran = "; ".join(f"{m}: {', '.join(ks)} × seeds {s}" for (m, s), ks in groups.items())
+        lines.append(f"| {chapter[:2]} | {n} | {ran} |")
     lines += ["", "The five tightest claims:", "",
               "| chapter | claim | bound | runs | worst | margin | rel. |",
               "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
