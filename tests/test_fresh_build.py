@@ -9,7 +9,6 @@ the checked cells (``# NBVAL_CHECK_OUTPUT``) printing the same text. Without a f
 ``TC_REQUIRE_FRESH_BUILD=1`` (set by ``make test``) makes that a failure. The stored notebooks are checked
 for empty outputs whether or not a build is there.
 """
-import copy
 import os
 import re
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 
 import notebook_setup
 from conftest import ROOT
+from sphinx_course import merge_streams
 
 nbformat = pytest.importorskip("nbformat")
 
@@ -27,23 +27,9 @@ CHAPTERS = notebook_setup.chapters()
 
 
 def as_shown(outputs: list) -> list:
-    """The outputs as the book shows them: myst-nb (``nb_merge_streams``) joins every stream of a name into
-    its first one, so how the kernel split a cell's prints into messages is not the book's. myst-nb does that
-    in place and then saves the executed notebook, which so keeps the later pieces as well: where the first
-    stream already ends with the others, they are dropped here rather than joined twice."""
-    from myst_nb.core.utils import coalesce_streams
-
-    outputs = copy.deepcopy(list(outputs))
-    streams: dict[str, list] = {}
-    for o in outputs:
-        if o.output_type == "stream":
-            streams.setdefault(o.name, []).append(o)
-    drop = set()
-    for first, *rest in streams.values():
-        tail = "".join(o.text.rstrip() + "\n" for o in rest if o.text.rstrip())
-        if rest and first.text.endswith(tail):
-            drop.update(id(o) for o in rest)
-    return coalesce_streams([o for o in outputs if id(o) not in drop])
+    """The outputs as the book shows them (``sphinx_course.merge_streams``, which the build uses): how the
+    kernel split a cell's prints into messages is not the book's."""
+    return merge_streams(outputs)
 
 
 def kind(output) -> str:
@@ -93,10 +79,21 @@ def fresh(chapter: Path):
     return nb, stored
 
 
+def test_the_books_merge_joins_a_cells_prints_exactly_and_leaves_the_notebook_alone():
+    v4 = nbformat.v4
+    outputs = [v4.new_output("stream", name="stdout", text="44 merges:"), v4.new_output("display_data", data={
+        "text/plain": "x"}), v4.new_output("stream", name="stdout", text=" True\n"),
+        v4.new_output("stream", name="stdout", text="step 1\rstep 2, ab\x08c\n")]
+    shown = as_shown(outputs)
+    assert [kind(o) for o in shown] == ["stdout", "display"]
+    assert shown[0].text == "44 merges: True\nstep 2, ac\n"      # myst-nb's own merge gave "merges:\n True"
+    assert outputs[0].text == "44 merges:" and len(outputs) == 4  # ... and changed the notebook in place
+
+
 @pytest.mark.parametrize("chapter", CHAPTERS, ids=lambda p: p.stem)
 def test_no_stored_output_is_empty(chapter):
     nb = nbformat.read(chapter, as_version=4)
-    empty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" for o in c.outputs if is_empty(o)]
+    empty = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" for o in as_shown(c.outputs) if is_empty(o)]
     assert not empty, f"cells {empty} store an empty output: the page shows it as an empty grey box"
 
 
@@ -110,7 +107,7 @@ def test_fresh_execution_equals_the_stored_chapter(chapter):
         got, want = [kind(o) for o in as_shown(new.outputs)], [kind(o) for o in as_shown(old.outputs)]
         if got != want:
             differ.append(f"cell {i}: fresh {got}, stored {want}")
-        empty += [i for o in new.outputs if is_empty(o)]
+        empty += [i for o in as_shown(new.outputs) if is_empty(o)]
         if "figure" in new.metadata.get("mystnb", {}):  # the caption goes to the first display output
             shown = [kind(o) for o in new.outputs if kind(o) in ("figure", "display")]
             if shown != ["figure"]:

@@ -27,6 +27,7 @@
 """
 from __future__ import annotations
 
+import copy
 import json
 import re
 from dataclasses import dataclass
@@ -258,11 +259,43 @@ def _add_index_entries(app: Sphinx, doctree: nodes.document) -> None:
         doctree.insert(0, addnodes.index(entries=entries, inline=False))
 
 
+_CARRIAGE_RETURN = re.compile(r".*\r(?=[^\n])")  # a line rewritten in place: keep what follows the \r
+_BACKSPACE = re.compile("[^\n]\x08")  # a character erased by a backspace
+
+
+def merge_streams(outputs: list) -> list:
+    """A cell's outputs as the book shows them: every stream of a name joined, exactly, where it first
+    appears; carriage returns and backspaces applied as a terminal would; a copy (the notebook keeps its own).
+
+    Replaces myst-nb's merge (``nb_merge_streams``), which strips each piece and adds a newline after it: a
+    line the kernel happened to send in two messages ("... merges:", then " True") became two lines,
+    differently on each build, and it joined in place, so the executed notebook myst-nb saves held every
+    later piece twice."""
+    merged, first = [], {}
+    for output in outputs:
+        if output["output_type"] == "stream" and output["name"] in first:
+            first[output["name"]]["text"] += output["text"]
+            continue
+        output = copy.deepcopy(output)
+        if output["output_type"] == "stream":
+            first[output["name"]] = output
+        merged.append(output)
+    for stream in first.values():
+        text = stream["text"]
+        while (shorter := _BACKSPACE.sub("", text)) != text:
+            text = shorter
+        stream["text"] = _CARRIAGE_RETURN.sub("", text)
+    return merged
+
+
 def setup(app: Sphinx) -> dict:
     pybtex.plugin.register_plugin("pybtex.style.labels", "author_year_zh", ChineseAuthorYearLabels, force=True)
     pybtex.plugin.register_plugin("pybtex.style.formatting", "plain_zh", ChinesePlainStyle, force=True)
     sphinxcontrib.bibtex.plugin.register_plugin(
         "sphinxcontrib.bibtex.style.referencing", "author_year_zh", ChineseAuthorYearStyle, force=True)
+    import myst_nb.core.render
+
+    myst_nb.core.render.coalesce_streams = merge_streams  # what nb_merge_streams calls (see merge_streams)
     app.connect("doctree-resolved", _replace_widgets)
     app.connect("html-page-context", _launch_colab_version, priority=600)  # after the theme's 501
     app.connect("env-get-updated", _number_exercises_per_chapter, priority=900)  # after Sphinx's numbers
