@@ -138,3 +138,101 @@ def test_a_loss_step_trains_exactly_as_the_batches_it_replaces():
         train(a, lambda: copy_task(8, 5, 10, generator=0), loss_step=lambda: torch.tensor(0.0), steps=1)
     with pytest.raises(ValueError, match="got neither"):
         train(a, steps=1)
+
+
+def test_warmup_cosine_follows_its_stated_convention():
+    from transformer_course.train import warmup_cosine
+
+    lr = warmup_cosine(50, 2e-3, warmup=5, final_ratio=0.1)
+    assert [lr(s) for s in range(5)] == pytest.approx([4e-4, 8e-4, 1.2e-3, 1.6e-3, 2e-3])
+    assert lr(5) == pytest.approx(2e-3) and lr(50) == pytest.approx(2e-4)  # peak after warm-up, floor at steps
+    assert lr(27.5) == pytest.approx(1.1e-3)  # half-way through the cosine: the middle of peak and floor
+    rates = [lr(s) for s in range(5, 50)]
+    assert all(a > b for a, b in zip(rates, rates[1:]))  # strictly decreasing after the warm-up
+    assert warmup_cosine(10, 1.0, warmup=0)(0) == 1.0
+    with pytest.raises(ValueError, match="final_ratio"):
+        warmup_cosine(10, 1.0, warmup=2, final_ratio=2.0)
+
+
+def _resume_setup(seed: int = 0):
+    """A model with dropout (so torch's global random state matters) and a batch generator."""
+    torch.manual_seed(seed)
+    model = DecoderOnly(tiny_config(vocab_size=11, max_len=12, n_layers=2, dropout=0.3))
+    g = torch.Generator().manual_seed(seed + 1)
+    return model, g, lambda: copy_task(6, 5, 11, generator=g)
+
+
+def test_a_resumed_run_ends_exactly_where_an_uninterrupted_one_does(tmp_path):
+    """Train 12 steps straight; train the same run with a checkpoint every 4 steps, interrupt it during
+    step 10, and resume from the file in a fresh model with a fresh generator: identical weights, optimizer
+    moments and history. Without the random states in the checkpoint the weights differ (mutation)."""
+    from transformer_course.train import warmup_cosine
+
+    kwargs = dict(steps=12, lr_schedule=warmup_cosine(12, 1e-2, warmup=3), progress=False, weight_decay=0.1)
+    model, _, get_batch = _resume_setup()
+    straight = train(model, get_batch, **kwargs)
+
+    path = tmp_path / "run.pt"
+    model_a, g_a, get_batch_a = _resume_setup()
+    calls = 0
+
+    def interrupted():
+        nonlocal calls
+        calls += 1
+        if calls == 10:
+            raise KeyboardInterrupt
+        return get_batch_a()
+
+    with pytest.raises(KeyboardInterrupt):
+        train(model_a, interrupted, checkpoint=path, checkpoint_every=4, generators=[g_a], **kwargs)
+    assert torch.load(path, weights_only=True)["step"] == 8
+    saved = tmp_path / "step8.pt"
+    saved.write_bytes(path.read_bytes())
+    torch.manual_seed(123)  # the resumed process starts with other random states
+    model_b, g_b, get_batch_b = _resume_setup(seed=7)
+    g_b.manual_seed(99)
+    resumed = train(model_b, get_batch_b, checkpoint=path, checkpoint_every=4, generators=[g_b], **kwargs)
+    assert resumed == straight
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), model_b.state_dict().values()))
+    assert torch.load(path, weights_only=True)["step"] == 12
+    assert not path.with_name("run.pt.tmp").exists()
+
+    # mutation: the step-8 state with other random states (what a resume that forgot them would see)
+    state = torch.load(saved, weights_only=True)
+    state["rng"] = torch.Generator().manual_seed(5).get_state()
+    state["generators"] = [torch.Generator().manual_seed(6).get_state()]
+    torch.save(state, path)
+    model_c, g_c, get_batch_c = _resume_setup(seed=7)
+    train(model_c, get_batch_c, checkpoint=path, checkpoint_every=4, generators=[g_c], **kwargs)
+    assert not all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), model_c.state_dict().values()))
+
+
+def test_a_checkpoint_with_other_generators_is_refused(tmp_path):
+    model, g, get_batch = _resume_setup()
+    path = tmp_path / "run.pt"
+    train(model, get_batch, steps=2, progress=False, checkpoint=path, checkpoint_every=1, generators=[g])
+    with pytest.raises(ValueError, match="generator"):
+        train(model, get_batch, steps=4, progress=False, checkpoint=path, checkpoint_every=1, generators=[])
+    torch.save({"format": "something else"}, path)
+    with pytest.raises(ValueError, match="checkpoint must be"):
+        train(model, get_batch, steps=4, progress=False, checkpoint=path, checkpoint_every=1, generators=[g])
+
+
+def test_validation_every_n_steps_is_in_the_history():
+    """``evaluate`` runs after steps 3, 6, 9 and after the last (10), in eval mode without gradients."""
+    model, _, get_batch = _resume_setup()
+    fixed = copy_task(8, 5, 11, generator=5)
+    seen = []
+
+    def evaluate():
+        seen.append((model.training, torch.is_grad_enabled()))
+        return lm_loss(model(fixed[0]), fixed[1]).item()
+
+    history = train(model, get_batch, steps=10, progress=False, evaluate=evaluate, eval_every=3)
+    assert history["val_step"] == [3, 6, 9, 10]
+    assert seen == [(False, False)] * 4
+    with torch.no_grad():
+        assert history["val_loss"][-1] == lm_loss(model(fixed[0]), fixed[1]).item()
+    assert history["val_loss"][-1] < history["val_loss"][0]
+    with pytest.raises(ValueError, match="together"):
+        train(model, get_batch, steps=2, progress=False, evaluate=evaluate)

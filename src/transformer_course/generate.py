@@ -6,7 +6,7 @@ Choosing the next token is split into small pure functions on logits ``(B, V)``:
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
@@ -116,12 +116,13 @@ def generate_steps(
     top_p: float | None = None,
     generator: torch.Generator | None = None,
     attention_mask: Tensor | None = None,
+    logits_filter: Callable[[Tensor, Tensor], Tensor] | None = None,
 ) -> Iterator[Step]:
     """``generate``, one ``Step`` at a time: each ``next()`` runs one forward pass and picks one token, so
     a caller can time a step, count its FLOPs or look at its logits without writing the loop again.
 
     With ``use_cache`` a new ``KVCache`` is made unless ``cache`` (empty; any object the model accepts)
-    is given. Arguments as in ``generate``.
+    is given. Arguments as in ``generate``; ``Step.logits`` are the model's, before ``logits_filter``.
     """
     check_tensor("idx", idx, "(B, T)", dtype="int")
     check_int("max_new_tokens", max_new_tokens, minimum=0)
@@ -148,7 +149,8 @@ def generate_steps(
         fed = tokens[:, (0 if cache is None else cache.pos) : t]  # (B, T')
         extra = {} if real is None else {"attention_mask": real[:, :t]}  # every position so far
         logits = model.next_token_logits(fed, cache=cache, **extra)  # (B, V), last position only
-        tokens[:, t] = next_token(logits, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
+        allowed = logits if logits_filter is None else logits_filter(tokens[:, :t], logits)  # (B, V)
+        tokens[:, t] = next_token(allowed, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator)
         yield Step(fed=fed, logits=logits, tokens=tokens[:, : t + 1])
 
 
@@ -164,6 +166,7 @@ def generate(
     top_p: float | None = None,
     generator: torch.Generator | None = None,
     attention_mask: Tensor | None = None,
+    logits_filter: Callable[[Tensor, Tensor], Tensor] | None = None,
 ) -> Tensor:
     """Continue the prompts ``idx (B, T)`` by ``max_new_tokens`` tokens; returns ``(B, T + max_new_tokens)``.
 
@@ -172,9 +175,12 @@ def generate(
     feeds only the newest token (decode); without it, each step re-reads the whole sequence.
     ``attention_mask (B, T)``: for a batch of left-padded prompts, False/0 at the padding; each row then
     continues as its prompt would alone (greedy: the same tokens).
+    ``logits_filter(tokens (B, t), logits (B, V)) -> logits``: applied to the model's logits at each step,
+    before temperature, top-k, top-p and greedy (e.g. ``-inf`` at forbidden tokens, as ``poetics.VerseRules``).
     """
     tokens = None
     for step in generate_steps(model, idx, max_new_tokens, use_cache=use_cache, temperature=temperature,
-                               top_k=top_k, top_p=top_p, generator=generator, attention_mask=attention_mask):
+                               top_k=top_k, top_p=top_p, generator=generator, attention_mask=attention_mask,
+                               logits_filter=logits_filter):
         tokens = step.tokens  # (B, t + 1)
     return idx.clone() if tokens is None else tokens  # max_new_tokens=0: the prompt, as a new tensor

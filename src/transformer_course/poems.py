@@ -1,9 +1,16 @@
-"""A real Chinese corpus: 唐诗三百首 (313 poems) and 101 Song-dynasty poems (宋诗), public domain.
+"""Real Chinese poems, public domain: 唐诗三百首 (313 poems) with 101 Song-dynasty poems (宋诗), and the
+36,198 regular poems of 全唐诗 (五绝, 七绝, 五律, 七律).
 
 ``data/poems.txt`` is made by ``tools/make_poems.py`` from Debian's ``fortunes-zh`` 2.98 (its header
 lists the source and every kind of change). ``load_poems()`` reads it into ``Poem`` records; a
 deterministic train/validation split by poem (~10% validation) is decided by a hash of title and author,
 so it does not depend on the file's order or on Python's per-process ``hash()``.
+
+``data/tang.tsv.xz`` is made by ``tools/make_tang.py`` from the npm package ``chinese-poetry`` 2.0.1 (MIT).
+``load_tang()`` reads it; its validation split is stored in the file (decided by the tool: by hash, plus
+every variant of a validation poem, and every 全唐诗 variant of 唐诗三百首's validation poems, so 静夜思 and
+登鹳雀楼 are unseen by any model trained on either training split). ``data/tang_sounds.tsv`` gives each
+character's tone class (平 / 仄 / 两) and rhyme class (《中华新韵》); ``sounds()`` reads it.
 
 Example:
     >>> poem = next(p for p in load_poems(collection="tang") if p.title == "夜思")  # 静夜思
@@ -15,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import lzma
 import re
 from functools import lru_cache
 from importlib import resources
@@ -25,6 +33,7 @@ from ._checks import check_choice
 PREFACE = "序："  # in poems.txt, a line of the poet's prose preface
 SPLITS = ("all", "train", "val")
 COLLECTIONS = ("all", "tang", "song")
+REGULAR_FORMS = ("五绝", "七绝", "五律", "七律")  # 4 or 8 clauses of 5 or 7 characters
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\U00020000-\U0003134f"  # CJK ideographs (basic + extensions A-H)
 _FORMS = {n: re.compile(f"(?:[{_HAN}]{{{n}}}[，。？！])+") for n in (5, 7)}  # n characters, then a stop
 
@@ -35,9 +44,10 @@ class Poem(NamedTuple):
 
     title: str
     author: str
-    collection: str  # "tang" or "song"
+    collection: str  # "tang" or "song" (唐诗三百首 / 宋诗), "quantang" (全唐诗)
     lines: tuple[str, ...]
     preface: tuple[str, ...] = ()
+    form: str = ""  # for 全唐诗: one of REGULAR_FORMS
 
     @property
     def text(self) -> str:
@@ -81,3 +91,46 @@ def poem_form(poem: Poem) -> str | None:
         if poem.lines and all(_FORMS[n].fullmatch(line) for line in poem.lines):
             return name
     return None
+
+
+def _data_path(name: str):
+    return resources.files("transformer_course") / "data" / name
+
+
+@lru_cache(maxsize=1)
+def _tang() -> tuple[tuple[str, Poem], ...]:
+    text = lzma.decompress(_data_path("tang.tsv.xz").read_bytes()).decode("utf-8")
+    out = []
+    for line in text.split("\n"):
+        if line and not line.startswith("#"):
+            split, form, author, title, body = line.split("\t")
+            out.append((split, Poem(title, author, "quantang", tuple(body.split("/")), form=form)))
+    return tuple(out)
+
+
+def load_tang(split: str = "all", form: str | None = None) -> list[Poem]:
+    """The regular poems of 全唐诗 (36,198), in file order, filtered by ``split`` (``"all"``, ``"train"``,
+    ``"val"``: 1,980 poems) and ``form`` (one of ``REGULAR_FORMS``, or ``None`` for all)."""
+    check_choice("split", split, SPLITS)
+    if form is not None:
+        check_choice("form", form, REGULAR_FORMS)
+    return [p for s, p in _tang() if split in ("all", s) and form in (None, p.form)]
+
+
+class Sounds(NamedTuple):
+    tone: dict[str, str]  # character -> "平", "仄" or "两" (two readings in use); absent: unknown
+    rhyme: dict[str, str]  # character -> one of the 14 rhyme classes of 《中华新韵》; absent: unknown
+
+
+@lru_cache(maxsize=1)
+def sounds() -> Sounds:
+    """Tone and rhyme class of every character of 全唐诗's regular poems (see ``tools/make_tang.py``)."""
+    tone, rhyme = {}, {}
+    for line in _data_path("tang_sounds.tsv").read_text(encoding="utf-8").split("\n"):
+        if line and not line.startswith("#"):
+            char, t, r = line.split("\t")
+            if t:
+                tone[char] = t
+            if r:
+                rhyme[char] = r
+    return Sounds(tone, rhyme)

@@ -14,7 +14,7 @@ import argparse
 import dataclasses
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import torch
@@ -35,7 +35,8 @@ _LINE = re.compile(r"(?:[^，。？！；\n]{5}[，。？！；])+|(?:[^，。�
 
 
 class CharVocab:
-    """Token ids of characters: ``0`` is ``<|endoftext|>``, ``1`` is ``<unk>``, then the sorted characters.
+    """Token ids of characters: ``0`` is ``<|endoftext|>``, ``1`` is ``<unk>``, then the ``specials`` (such
+    as the form tokens ``<|五绝|>``), then the sorted characters.
 
     Example:
         >>> vocab = CharVocab("床前明月光")
@@ -43,11 +44,15 @@ class CharVocab:
         ([5, 6, 2, 1], '明月')
     """
 
-    def __init__(self, chars: Iterable[str]) -> None:
-        self.itos = [EOT, UNK, *sorted(set(chars) - {EOT, UNK})]
-        longer = [c for c in self.itos[2:] if len(c) != 1]
+    def __init__(self, chars: Iterable[str], specials: Sequence[str] = ()) -> None:
+        self.specials = tuple(specials)
+        chars = sorted(set(chars) - {EOT, UNK})
+        longer = [c for c in chars if len(c) != 1]
         if longer:
             raise ValueError(f"chars must be single characters, got {longer[:3]!r}")
+        if any(len(t) < 2 or t in (EOT, UNK) for t in self.specials) or len(set(self.specials)) < len(specials):
+            raise ValueError(f"specials must be distinct strings of 2+ characters, got {self.specials!r}")
+        self.itos = [EOT, UNK, *self.specials, *chars]
         self.stoi = {c: i for i, c in enumerate(self.itos)}
         self.eot, self.unk = 0, 1
 
@@ -57,6 +62,12 @@ class CharVocab:
     def encode(self, text: str) -> list[int]:
         """One id per character; the text ``<|endoftext|>`` is just its 13 characters, never the token."""
         return [self.stoi.get(c, self.unk) for c in text]
+
+    def encode_iterable(self, texts: Iterable[str]) -> Iterator[int]:
+        """``encode("".join(texts))``, one piece at a time (a file's lines, say): nothing is held back,
+        since every character is a token of its own."""
+        for text in texts:
+            yield from self.encode(text)
 
     def decode(self, ids: Sequence[int]) -> str:
         return "".join(self.itos[i] for i in ids)
@@ -153,13 +164,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("prompt", nargs="?", default="", help="the start of the poem (may be empty)")
     parser.add_argument("--checkpoint", default="poet.pt", help="file to read (or, with --train, to write)")
     parser.add_argument("--train", action="store_true", help="train a poet first and save it")
-    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--steps", type=int, default=None, help="training steps (default: the recipe's)")
+    parser.add_argument("--recipe", choices=("chapter", "full", "short", "test"), default="chapter",
+                        help="with --train: chapter 14's small poet, or a recipe of poet_full.RECIPES on 全唐诗 "
+                             "(full: about 40 minutes on 2 CPU cores; resumable)")
+    parser.add_argument("--out", default="poet-full.pt", help="with --recipe: the exported model file")
     parser.add_argument("-n", type=int, default=3, help="how many poems")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--temperature", type=float, default=0.8)
     args = parser.parse_args(argv)
+    if args.train and args.recipe != "chapter":
+        from . import poet_full
+
+        state = Path(args.out).with_suffix(".state.pt")
+        print(f"training state in {state} (run the same command again to resume)")
+        model, vocab, _ = poet_full.train_full(args.recipe, checkpoint=state, seed=args.seed, steps=args.steps)
+        print(f"saved {args.out} (sha256 {poet_full.export(model, vocab, args.out)})")
+        return 0
     if args.train:
-        model, vocab = train_poet(args.steps, seed=args.seed)
+        model, vocab = train_poet(200 if args.steps is None else args.steps, seed=args.seed)
         save_checkpoint(args.checkpoint, model, vocab)
         print(f"saved {args.checkpoint}")
     elif not Path(args.checkpoint).exists():

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ._checks import check_int
@@ -178,13 +178,15 @@ class BPETokenizer:
         self._number_specials()
 
     @staticmethod
-    def _split_special(text: str, specials: Iterable[str]) -> list[str]:
+    def _split_special(text: str, specials: Iterable[str], *, open_end: bool = False) -> list[str]:
         """``[text, special, text, special, ..., text]``: ``text`` cut at every occurrence of ``specials``
-        (the longest first where two start at the same place)."""
+        (the longest first where two start at the same place). With ``open_end``, ``text`` may go on: a
+        tail that more text could turn into a special token (a proper prefix of one) is cut off like one."""
         specials = sorted(specials, key=len, reverse=True)
         if not specials:
             return [text]
-        return re.split("(" + "|".join(map(re.escape, specials)) + ")", text)
+        starts = [re.escape(s[:k]) + r"\Z" for s in specials for k in range(1, len(s))] if open_end else []
+        return re.split("(" + "|".join(starts + [re.escape(s) for s in specials]) + ")", text)
 
     def encode(self, text: str, allowed_special: str | Iterable[str] = frozenset()) -> list[int]:
         """Token ids of ``text``: each chunk's bytes, merged in the order the merges were learned.
@@ -194,21 +196,60 @@ class BPETokenizer:
         """
         if not isinstance(text, str):
             raise ValueError(f"text must be a str, got {type(text).__name__}")
+        parts = self._split_special(text, self._allowed(allowed_special))
+        return list(self._encode_parts(parts, {}))
+
+    def encode_iterable(
+        self, texts: Iterable[str], allowed_special: str | Iterable[str] = frozenset()
+    ) -> Iterator[int]:
+        """Yield exactly the ids of ``encode("".join(texts), allowed_special)``, one piece of text at a time.
+
+        For text too large to hold, e.g. the lines of a file: only a short tail stays buffered, the last
+        two chunks (which the next characters may still change: ``"a  "`` + ``"b"`` is ``"a", " ", " b"``)
+        and a possible start of a special token (``"<|endo"``). The rest is encoded as soon as it arrives.
+
+        Example:
+            >>> tok = BPETokenizer(special_tokens=("<|endoftext|>",))
+            >>> pieces = ["one <|endo", "ftext|> t", "wo  ", "three"]
+            >>> list(tok.encode_iterable(pieces, "all")) == tok.encode("".join(pieces), "all")
+            True
+        """
+        allowed, buffer = self._allowed(allowed_special), ""  # buffer: the text not encoded yet
+        known: dict[str, list[int]] = {}  # each distinct chunk is encoded once
+        for text in texts:
+            if not isinstance(text, str):
+                raise ValueError(f"texts must hold str, got {type(text).__name__}")
+            parts = self._split_special(buffer + text, allowed, open_end=True)
+            special = ""
+            if len(parts) > 1 and not parts[-1]:  # ends with a special token, or its start: it may still grow
+                special = parts[-2]
+                del parts[-2:]
+            tail = "".join(re.findall(SPLIT_PATTERN, parts[-1])[-2:])  # the chunks that may still change
+            parts[-1] = parts[-1][: len(parts[-1]) - len(tail)]
+            yield from self._encode_parts(parts, known)
+            buffer = tail + special
+            if len(known) > 100_000:  # keep the cache bounded too
+                known.clear()
+        yield from self._encode_parts(self._split_special(buffer, allowed), known)
+
+    def _allowed(self, allowed_special: str | Iterable[str]) -> set[str]:
+        """The special tokens ``allowed_special`` names: ``"all"``, or a set (list, tuple) of them."""
         allowed = set(self.special_tokens) if allowed_special == "all" else allowed_special
         if not isinstance(allowed, (set, frozenset, list, tuple)) or not set(allowed) <= set(self.special_tokens):
             expected = f"'all' or a set of {sorted(self.special_tokens)}"
             raise ValueError(f"allowed_special must be {expected}, got {allowed_special!r:.80}")
-        known: dict[str, list[int]] = {}  # each distinct chunk is encoded once
-        ids: list[int] = []
-        for k, piece in enumerate(self._split_special(text, allowed)):
+        return set(allowed)
+
+    def _encode_parts(self, parts: list[str], known: dict[str, list[int]]) -> Iterator[int]:
+        """The ids of ``[text, special, text, ...]`` (from ``_split_special``); ``known`` caches each chunk's ids."""
+        for k, part in enumerate(parts):
             if k % 2:  # odd places hold the special tokens themselves
-                ids.append(self.special_tokens[piece])
+                yield self.special_tokens[part]
                 continue
-            for chunk in re.findall(SPLIT_PATTERN, piece):
+            for chunk in re.findall(SPLIT_PATTERN, part):
                 if chunk not in known:
                     known[chunk] = self._encode_chunk(chunk.encode("utf-8"))
-                ids.extend(known[chunk])
-        return ids
+                yield from known[chunk]
 
     def _encode_chunk(self, data: bytes) -> list[int]:
         ids = list(data)

@@ -1,0 +1,222 @@
+"""The shipped poet: one model trained on 全唐诗's regular poems, with a form token that starts each poem.
+
+A row is ``<|五绝|>`` (or one of the other three forms) + the poem + ``<|endoftext|>``; one row in ten
+starts with ``<|endoftext|>`` instead, so the same model can also write without being told the form.
+Every poem of one form has the same length (五绝 25 characters with the line break, 七律 67), so a batch
+drawn from one form needs no padding: ``form_batches`` picks a form (in proportion to its tokens), then
+that form's poems.
+
+``train_full`` trains a recipe with validation every N steps and a resumable checkpoint
+(``python -m transformer_course.poet --train --recipe full``); ``export`` stores the weights in int8 with
+one scale per row (what ships in ``data/poet.pt``), ``load_shipped`` checks its hash and vocabulary and
+returns the model in float32.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import time
+from collections.abc import Callable, Sequence
+from importlib import resources
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from .config import TransformerConfig
+from .models import DecoderOnly
+from .poems import REGULAR_FORMS, Poem, load_tang
+from .poet import EOT, CharVocab
+from .train import lm_loss, train, warmup_cosine
+from .utils import count_flops, machine, set_seed
+
+FORM_TOKENS = {form: f"<|{form}|>" for form in REGULAR_FORMS}
+SHIPPED_FORMAT = "transformer_course shipped poet v1"
+SHIPPED_SHA256 = ""  # of data/poet.pt; set by tools/ship_poet.py
+
+# Each recipe: the model, then the run. tokens: per batch (the row count depends on the form).
+RECIPES = {
+    "full": {"model": {"d_model": 256, "n_heads": 8, "n_layers": 4, "d_ff": 1024, "dropout": 0.1},
+             "steps": 2400, "tokens": 4096, "peak_lr": 2e-3, "warmup": 100, "eval_every": 300},
+    "short": {"model": {"d_model": 128, "n_heads": 4, "n_layers": 2, "d_ff": 512, "dropout": 0.0},
+              "steps": 120, "tokens": 2048, "peak_lr": 3e-3, "warmup": 20, "eval_every": 40},
+    "test": {"model": {"d_model": 24, "n_heads": 3, "n_layers": 1, "d_ff": 40, "dropout": 0.0},
+             "steps": 4, "tokens": 256, "peak_lr": 3e-3, "warmup": 1, "eval_every": 2},
+}
+MAX_LEN = 68  # the longest row's inputs: <|七律|> + 67 characters
+
+
+def poet_vocab() -> CharVocab:
+    """Every character of the training poems and the four form tokens."""
+    return CharVocab("".join(p.text for p in load_tang("train")), specials=tuple(FORM_TOKENS.values()))
+
+
+def form_rows(poems: Sequence[Poem], vocab: CharVocab) -> dict[str, Tensor]:
+    """Per form, one row per poem: ``<|form|>`` poem ``<|endoftext|>``, ``(N, L + 2)`` with ``L`` the
+    form's length in characters (line breaks included)."""
+    rows: dict[str, list[list[int]]] = {}
+    for p in poems:
+        rows.setdefault(p.form, []).append([vocab.stoi[FORM_TOKENS[p.form]], *vocab.encode(p.text), vocab.eot])
+    return {form: torch.tensor(r) for form, r in rows.items()}
+
+
+def form_batches(rows: dict[str, Tensor], tokens: int, *, generator: torch.Generator,
+                 unconditioned: float = 0.1, eot: int = 0) -> Callable[[], tuple[Tensor, Tensor]]:
+    """``get_batch()`` for ``tc.train``: a form drawn in proportion to its tokens, then ``tokens // T``
+    of its rows (with replacement); a share ``unconditioned`` of them start with ``eot`` instead of the form
+    token. Only ``generator`` decides, so a checkpoint of its state resumes the same batches."""
+    forms = sorted(rows)
+    weights = torch.tensor([float(rows[f].numel()) for f in forms])
+
+    def get_batch() -> tuple[Tensor, Tensor]:
+        form = forms[torch.multinomial(weights, 1, generator=generator).item()]
+        data = rows[form]  # (N, T + 1)
+        picked = data[torch.randint(len(data), (max(1, tokens // (data.shape[1] - 1)),), generator=generator)]
+        plain = torch.rand(len(picked), generator=generator) < unconditioned  # (B,)
+        picked[:, 0] = torch.where(plain, eot, picked[:, 0])
+        return picked[:, :-1], picked[:, 1:]  # (B, T) each
+    return get_batch
+
+
+@torch.no_grad()
+def validation_loss(model: DecoderOnly, rows: dict[str, Tensor], batch_rows: int = 256) -> float:
+    """Mean loss per predicted token over every validation row (all forms, conditioned)."""
+    device = next(model.parameters()).device
+    total, count = 0.0, 0
+    for data in rows.values():
+        for i in range(0, len(data), batch_rows):
+            chunk = data[i : i + batch_rows].to(device)
+            n = chunk[:, 1:].numel()
+            total += lm_loss(model(chunk[:, :-1]), chunk[:, 1:]).item() * n
+            count += n
+    return total / count
+
+
+def step_flops(model: DecoderOnly, T: int, B: int) -> int:
+    """FLOPs of one training step on a ``(B, T)`` batch: 3x the forward's matrix products (the backward
+    computes two products per forward product: the gradients of the input and of the weight)."""
+    idx = torch.zeros(B, T, dtype=torch.long, device=next(model.parameters()).device)
+    return 3 * count_flops(lambda: model(idx))
+
+
+def matmul_peak(n: int = 2048, repeats: int = 5) -> float:
+    """This machine's float32 matrix-product speed in FLOP/s: the best of ``repeats`` ``(n, n) @ (n, n)``."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * n**3 / best
+
+
+def train_full(recipe: str = "full", *, checkpoint: str | Path | None = None, seed: int = 0,
+               device: str | None = None, progress: bool = True, steps: int | None = None,
+               log: Callable[[str], None] = print) -> tuple[DecoderOnly, CharVocab, dict[str, list[float]]]:
+    """Train a recipe of ``RECIPES`` on 全唐诗's training poems; with ``checkpoint`` the run can be stopped
+    and started again (it resumes from the file). Logs the configuration and the run's efficiency."""
+    spec = RECIPES[recipe]
+    steps = spec["steps"] if steps is None else steps
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    vocab = poet_vocab()
+    train_rows = form_rows(load_tang("train"), vocab)
+    val_rows = form_rows(load_tang("val"), vocab)
+    set_seed(seed)
+    model = DecoderOnly(TransformerConfig(vocab_size=len(vocab), max_len=MAX_LEN, **spec["model"])).to(device)
+    generator = torch.Generator().manual_seed(seed)
+    get_batch = form_batches(train_rows, spec["tokens"], generator=generator)
+    n_tokens = sum(r[:, 1:].numel() for r in train_rows.values())
+    flops = {f: step_flops(model, r.shape[1] - 1, spec["tokens"] // (r.shape[1] - 1)) for f, r in train_rows.items()}
+    mean_flops = sum(flops[f] * train_rows[f].numel() for f in flops) / sum(r.numel() for r in train_rows.values())
+    log(f"recipe {recipe}: {sum(p.numel() for p in model.parameters()):,} parameters, vocabulary {len(vocab):,}, "
+        f"{steps} steps x {spec['tokens']} tokens = {steps * spec['tokens'] / n_tokens:.1f} passes over "
+        f"{n_tokens:,} training tokens; {mean_flops / 1e9:.2f} GFLOP per step; {machine()}")
+    start = time.perf_counter()
+    history = train(model, get_batch, steps=steps, lr=spec["peak_lr"], weight_decay=0.1, device=device,
+                    progress=progress, lr_schedule=warmup_cosine(steps, spec["peak_lr"], spec["warmup"]),
+                    evaluate=lambda: validation_loss(model, val_rows), eval_every=spec["eval_every"],
+                    checkpoint=checkpoint, checkpoint_every=spec["eval_every"] if checkpoint else None,
+                    generators=[generator])
+    seconds = time.perf_counter() - start
+    log(f"{steps} steps in {seconds:.0f} s this session; validation loss {history['val_loss'][-1]:.3f}")
+    return model, vocab, history
+
+
+def efficiency(recipe: str = "full", steps: int = 20, log: Callable[[str], None] = print) -> dict[str, float]:
+    """Time ``steps`` training steps of a recipe (after 3 warm-up steps): tokens/s, GFLOP/s, share of the
+    machine's matrix-product peak, and what padding every poem to the longest form would waste."""
+    spec = RECIPES[recipe]
+    vocab = poet_vocab()
+    rows = form_rows(load_tang("train"), vocab)
+    set_seed(0)
+    model = DecoderOnly(TransformerConfig(vocab_size=len(vocab), max_len=MAX_LEN, **spec["model"]))
+    get_batch = form_batches(rows, spec["tokens"], generator=torch.Generator().manual_seed(0))
+    batches = [get_batch() for _ in range(steps + 3)]
+    flops = sum(step_flops(model, x.shape[1], x.shape[0]) for x, _ in batches[3:])
+    tokens = sum(x.numel() for x, _ in batches[3:])
+    feed = iter(batches)
+    train(model, lambda: next(feed), steps=3, progress=False)
+    start = time.perf_counter()
+    train(model, lambda: next(feed), steps=steps, progress=False)
+    seconds = time.perf_counter() - start
+    peak = matmul_peak()
+    real = sum(r[:, 1:].numel() for r in rows.values())
+    padded = sum(len(r) for r in rows.values()) * MAX_LEN
+    out = {"tokens_per_s": tokens / seconds, "gflops": flops / seconds / 1e9, "peak_gflops": peak / 1e9,
+           "share_of_peak": flops / seconds / peak, "padding_waste": 1 - real / padded}
+    log(f"{recipe}: {out['tokens_per_s']:,.0f} tokens/s, {out['gflops']:.0f} GFLOP/s = "
+        f"{out['share_of_peak']:.0%} of this machine's matmul peak ({out['peak_gflops']:.0f} GFLOP/s, "
+        f"{machine()}); padding all forms to {MAX_LEN} would waste {out['padding_waste']:.0%} of the tokens")
+    return out
+
+
+def export(model: DecoderOnly, vocab: CharVocab, path: str | Path) -> str:
+    """Write the shipped file: each float matrix as int8 with one float32 scale per row (symmetric,
+    ``scale = max|row| / 127``), vectors in float32; returns the file's SHA-256."""
+    state = {}
+    for name, w in model.state_dict().items():
+        w = w.detach().float().cpu()
+        if w.dim() == 2:
+            scale = (w.abs().amax(dim=1, keepdim=True) / 127).clamp(min=1e-12)  # (rows, 1)
+            state[name] = {"q": torch.round(w / scale).to(torch.int8), "scale": scale}
+        else:
+            state[name] = {"w": w}
+    buffer = io.BytesIO()
+    torch.save({"format": SHIPPED_FORMAT, "config": dataclasses.asdict(model.config), "vocab": vocab.itos,
+                "vocab_sha256": _vocab_hash(vocab.itos), "state": state}, buffer)
+    Path(path).write_bytes(buffer.getvalue())
+    return hashlib.sha256(buffer.getvalue()).hexdigest()
+
+
+def _vocab_hash(itos: Sequence[str]) -> str:
+    return hashlib.sha256("\n".join(itos).encode("utf-8")).hexdigest()
+
+
+def load_shipped(path: str | Path | None = None, device: str = "cpu", check_hash: bool = True
+                 ) -> tuple[DecoderOnly, CharVocab]:
+    """The shipped poet (``eval()`` mode, float32) and its vocabulary. Refuses a file whose SHA-256 is not
+    the one recorded in the package, or whose vocabulary is not the one it was trained with."""
+    data = (resources.files("transformer_course") / "data" / "poet.pt").read_bytes() if path is None \
+        else Path(path).read_bytes()
+    if check_hash and path is None and hashlib.sha256(data).hexdigest() != SHIPPED_SHA256:
+        raise ValueError("data/poet.pt does not match the SHA-256 recorded in poet_full.SHIPPED_SHA256")
+    saved = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    if not isinstance(saved, dict) or saved.get("format") != SHIPPED_FORMAT:
+        raise ValueError(f"path must be a file written by poet_full.export, got {str(path)!r}")
+    if _vocab_hash(saved["vocab"]) != saved["vocab_sha256"]:
+        raise ValueError("the vocabulary in the file does not match its recorded hash")
+    itos = saved["vocab"]
+    n_special = 2 + len(FORM_TOKENS)
+    vocab = CharVocab(itos[n_special:], specials=itos[2:n_special])
+    if vocab.itos != itos:
+        raise ValueError("the file's vocabulary is not in CharVocab's order")
+    model = DecoderOnly(TransformerConfig(**saved["config"]))
+    state = {name: (v["q"].float() * v["scale"]) if "q" in v else v["w"] for name, v in saved["state"].items()}
+    model.load_state_dict(state)
+    return model.to(device).eval(), vocab
+
+
+__all__ = ["EOT", "FORM_TOKENS", "RECIPES", "efficiency", "export", "form_batches", "form_rows", "load_shipped",
+           "poet_vocab", "train_full", "validation_loss"]
