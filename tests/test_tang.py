@@ -122,3 +122,62 @@ def test_the_int8_export_loads_back_within_its_rounding(tmp_path):
     torch.save(saved, tmp_path / "bad.pt")
     with pytest.raises(ValueError, match="vocabulary"):
         poet_full.load_shipped(tmp_path / "bad.pt")
+
+
+@pytest.fixture(scope="module")
+def tiny_poet(tmp_path_factory):
+    """A tiny random poet with the shipped poet's vocabulary, exported like the shipped one."""
+    vocab = poet_full.poet_vocab()
+    torch.manual_seed(3)
+    model = poet_full.DecoderOnly(poet_full.TransformerConfig(vocab_size=len(vocab), d_model=16, n_heads=2,
+                                                              n_layers=1, d_ff=24, max_len=poet_full.MAX_LEN))
+    path = tmp_path_factory.mktemp("poet") / "tiny.pt"
+    poet_full.export(model.eval(), vocab, path, {"recipe": "test"})
+    return path
+
+
+def test_write_keeps_forms_acrostics_and_rhymes_with_and_without_the_cache(tiny_poet):
+    from transformer_course.poetics import clauses, regular_form, rhymes
+
+    model, vocab = poet_full.load_shipped(tiny_poet)
+    assert poet_full.shipped_run(tiny_poet) == {"recipe": "test"}
+    for form, head in (("五绝", "春夏秋冬"), ("七律", "山水")):
+        poems = [poet_full.write(model, vocab, form, n=6, acrostic=head, rules=True, use_cache=c,
+                                 generator=torch.Generator().manual_seed(5)) for c in (True, False)]
+        assert poems[0] == poems[1]
+        for p in poems[0]:
+            assert regular_form(p) == form and rhymes(p) is True
+            assert "".join(c[0] for c in clauses(p)).startswith(head)
+    loose = poet_full.write(model, vocab, "五绝", n=6, generator=torch.Generator().manual_seed(5))
+    assert not all(regular_form(p) == "五绝" for p in loose)  # a random model does not keep the form alone
+    with pytest.raises(ValueError, match="form"):
+        poet_full.write(model, vocab, None, acrostic="春")
+
+
+def test_the_command_line_writes_acrostics_and_evaluates(tiny_poet, capsys):
+    from transformer_course import poet
+    from transformer_course.poetics import clauses, regular_form
+
+    assert poet.main(["--checkpoint", str(tiny_poet), "--acrostic", "春夏秋冬", "--form", "五绝", "--rules",
+                      "-n", "2", "--seed", "1"]) == 0
+    poems = capsys.readouterr().out.strip().split("\n\n")
+    assert len(poems) == 2 and all(regular_form(p) == "五绝" for p in poems)
+    assert all([c[0] for c in clauses(p)] == list("春夏秋冬") for p in poems)
+    assert poet.main(["--checkpoint", str(tiny_poet), "--evaluate"]) == 0
+    out = capsys.readouterr().out
+    for row in ("real (held out)", "poet + rules", "content loss"):
+        assert row in out
+    with pytest.raises(SystemExit):
+        poet.main(["--checkpoint", str(tiny_poet), "--acrostic", "春夏秋冬春夏秋冬春", "--form", "五绝"])
+    assert "at most 4" in capsys.readouterr().err
+
+
+def test_the_shipped_poet_is_the_recorded_file():
+    data = (resources.files("transformer_course") / "data" / "poet.pt").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == poet_full.SHIPPED_SHA256
+    assert len(data) < 8_000_000
+    model, vocab = poet_full.load_shipped()
+    assert vocab.itos == poet_full.poet_vocab().itos and not model.training
+    run = poet_full.shipped_run()
+    assert run["recipe"] == "full" and run["steps"] == len(run["history"]["loss"])
+    assert run["history"]["val_step"][-1] == run["steps"]

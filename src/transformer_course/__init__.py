@@ -42,7 +42,7 @@ from .positional import (
 from .rnn import LSTM, RNN, RecurrentLM
 from .tokenizer import BPETokenizer
 from .trace import AttentionTrace, LayerTrace, Trace
-from .train import accuracy, lm_loss, train
+from .train import accuracy, lm_loss, train, warmup_cosine
 from .utils import (LINEAR_OPS, claim, count_flops, count_params, flops_by_op, get_device, machine, set_seed,
                     time_call)
 
@@ -117,4 +117,5 @@ __all__ = [
     "top_p_filter",
     "train",
     "viz",
+    "warmup_cosine",
 ]

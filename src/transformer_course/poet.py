@@ -1,12 +1,17 @@
 """Chapter 14's plumbing: a character vocabulary for poems, batches of whole poems, a format score, a
 checkpoint (weights, configuration and vocabulary in one file) and a command line that writes poems::
 
-    python -m transformer_course.poet --train            # train a small poet (about a minute), save poet.pt
-    python -m transformer_course.poet "床前明月光"        # continue a first line with the saved poet
+    python -m transformer_course.poet "春风" --form 七绝        # the shipped poet continues a first line
+    python -m transformer_course.poet --acrostic 春夏秋冬 --rules # 藏头诗, rhymed, no repeated character
+    python -m transformer_course.poet --evaluate                # its metrics against held-out real poems
+    python -m transformer_course.poet --train                   # chapter 14's small poet (a minute), poet.pt
+    python -m transformer_course.poet --train --recipe full     # the shipped poet's run (resumable)
+    python -m transformer_course.poet "床前明月光" --checkpoint poet.pt   # a poet you trained
 
 One token per character: a Chinese character is already a unit of meaning, and a 五言 line is then
 exactly 6 tokens (5 characters and a punctuation mark). ``<|endoftext|>`` starts and ends every poem;
-characters never seen in training become ``<unk>``.
+characters never seen in training become ``<unk>``. The shipped poet (``poet_full``) starts a poem with its
+form's token instead (``<|七绝|>``).
 """
 from __future__ import annotations
 
@@ -119,8 +124,10 @@ def write_poem(model: DecoderOnly, vocab: CharVocab, prompt: str = "", *, max_ne
 
 def save_checkpoint(path: str | Path, model: DecoderOnly, vocab: CharVocab) -> None:
     """Weights, configuration and vocabulary in one file that ``load_checkpoint`` reads back."""
+    n_special = 2 + len(vocab.specials)
     torch.save({"format": CHECKPOINT_FORMAT, "config": dataclasses.asdict(model.config),
-                "vocab": vocab.itos[2:], "state_dict": model.state_dict()}, path)
+                "vocab": vocab.itos[n_special:], "specials": list(vocab.specials),
+                "state_dict": model.state_dict()}, path)
 
 
 def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> tuple[DecoderOnly, CharVocab]:
@@ -130,7 +137,7 @@ def load_checkpoint(path: str | Path, device: torch.device | str = "cpu") -> tup
         raise ValueError(f"path must be a checkpoint written by save_checkpoint, got {str(path)!r}")
     model = DecoderOnly(TransformerConfig(**saved["config"])).to(device)
     model.load_state_dict(saved["state_dict"])
-    return model.eval(), CharVocab(saved["vocab"])
+    return model.eval(), CharVocab(saved["vocab"], saved.get("specials", ()))
 
 
 # The chapter's recipe, which the command line reuses: a 2-layer model, whole poems, AdamW with a
@@ -160,22 +167,29 @@ def train_poet(steps: int = 200, *, seed: int = 0, progress: bool = True) -> tup
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m transformer_course.poet", description=__doc__.split("::")[0])
+    parser = argparse.ArgumentParser(prog="python -m transformer_course.poet", description=__doc__.split("::")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("prompt", nargs="?", default="", help="the start of the poem (may be empty)")
-    parser.add_argument("--checkpoint", default="poet.pt", help="file to read (or, with --train, to write)")
+    parser.add_argument("--form", choices=("五绝", "七绝", "五律", "七律"), default=None,
+                        help="the form the shipped poet writes (default: 七绝 with --acrostic, else any)")
+    parser.add_argument("--acrostic", default="", help="藏头: the first character of each clause")
+    parser.add_argument("--rules", action="store_true", help="rhyme, and never the same character twice in a row")
+    parser.add_argument("--evaluate", action="store_true", help="the shipped poet's metrics table")
+    parser.add_argument("--checkpoint", default=None, help="a poet.pt from chapter 14 or --train (default: the "
+                        "shipped poet; with --train: the file to write, poet.pt)")
     parser.add_argument("--train", action="store_true", help="train a poet first and save it")
     parser.add_argument("--steps", type=int, default=None, help="training steps (default: the recipe's)")
     parser.add_argument("--recipe", choices=("chapter", "full", "short", "test"), default="chapter",
                         help="with --train: chapter 14's small poet, or a recipe of poet_full.RECIPES on 全唐诗 "
-                             "(full: about 40 minutes on 2 CPU cores; resumable)")
+                             "(full: about 45 minutes on 2 CPU cores; stop it any time, run it again to resume)")
     parser.add_argument("--out", default="poet-full.pt", help="with --recipe: the exported model file")
     parser.add_argument("-n", type=int, default=3, help="how many poems")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--temperature", type=float, default=0.8)
     args = parser.parse_args(argv)
-    if args.train and args.recipe != "chapter":
-        from . import poet_full
+    from . import poet_full
 
+    if args.train and args.recipe != "chapter":
         state = Path(args.out).with_suffix(".state.pt")
         print(f"training state in {state} (run the same command again to resume)")
         model, vocab, _ = poet_full.train_full(args.recipe, checkpoint=state, seed=args.seed, steps=args.steps)
@@ -183,16 +197,41 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.train:
         model, vocab = train_poet(200 if args.steps is None else args.steps, seed=args.seed)
-        save_checkpoint(args.checkpoint, model, vocab)
-        print(f"saved {args.checkpoint}")
-    elif not Path(args.checkpoint).exists():
+        save_checkpoint(args.checkpoint or "poet.pt", model, vocab)
+        print(f"saved {args.checkpoint or 'poet.pt'}")
+    elif args.checkpoint is not None and not Path(args.checkpoint).exists():
         print(f"no checkpoint at {args.checkpoint}: run chapter 14, or add --train")
         return 2
-    else:
+    elif args.checkpoint is not None and torch.load(args.checkpoint, weights_only=True).get("format") \
+            == poet_full.SHIPPED_FORMAT:
+        model, vocab = poet_full.load_shipped(args.checkpoint)
+    elif args.checkpoint is not None:
         model, vocab = load_checkpoint(args.checkpoint)
+    else:
+        model, vocab = poet_full.load_shipped()
     generator = torch.Generator().manual_seed(args.seed)
-    for _ in range(args.n):
-        print(write_poem(model, vocab, args.prompt, temperature=args.temperature, generator=generator) + "\n")
+    if args.evaluate:
+        table = poet_full.evaluate(model, vocab, seed=args.seed, temperature=args.temperature)
+        columns = list(table["real (held out)"])
+        print(f"{'':16}" + "".join(f"{c:>9}" for c in columns))
+        for name, row in table.items():
+            print(f"{name:16}" + "".join(f"{row[c]:9.3f}" for c in columns))
+        extra = {k: v for k, v in table["poet"].items() if k not in columns}
+        print("poet, validation loss per token (nats): " + ", ".join(f"{k} {v:.3f}" for k, v in extra.items()))
+        return 0
+    if poet_full.FORM_TOKENS["五绝"] not in vocab.stoi:  # chapter 14's poet: no forms, no rules
+        if args.form or args.acrostic or args.rules:
+            parser.error("--form, --acrostic and --rules need the shipped poet (or a --recipe poet)")
+        for _ in range(args.n):
+            print(write_poem(model, vocab, args.prompt, temperature=args.temperature, generator=generator) + "\n")
+        return 0
+    form = args.form or ("七绝" if args.acrostic else None)
+    try:
+        poems = poet_full.write(model, vocab, form, n=args.n, prompt=args.prompt, acrostic=args.acrostic,
+                                rules=args.rules, temperature=args.temperature, generator=generator)
+    except ValueError as error:
+        parser.error(str(error))
+    print("\n\n".join(poems))
     return 0
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import io
+import re
 import time
 from collections.abc import Callable, Sequence
 from importlib import resources
@@ -24,16 +25,20 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from torch.nn import functional as F
+
 from .config import TransformerConfig
+from .generate import generate
 from .models import DecoderOnly
-from .poems import REGULAR_FORMS, Poem, load_tang
+from .poems import _HAN, REGULAR_FORMS, Poem, load_tang
 from .poet import EOT, CharVocab
 from .train import lm_loss, train, warmup_cosine
 from .utils import count_flops, machine, set_seed
 
+_HAN_RE = re.compile(f"[{_HAN}]")
 FORM_TOKENS = {form: f"<|{form}|>" for form in REGULAR_FORMS}
 SHIPPED_FORMAT = "transformer_course shipped poet v1"
-SHIPPED_SHA256 = ""  # of data/poet.pt; set by tools/ship_poet.py
+SHIPPED_SHA256 = "061b3837ff7d59154286a0e9f6ce64d290581eeb3cb6b6685c0c5291a516929c"  # of data/poet.pt; set by tools/ship_poet.py
 
 # Each recipe: the model, then the run. tokens: per batch (the row count depends on the form).
 RECIPES = {
@@ -172,9 +177,73 @@ def efficiency(recipe: str = "full", steps: int = 20, log: Callable[[str], None]
     return out
 
 
-def export(model: DecoderOnly, vocab: CharVocab, path: str | Path) -> str:
+def write(model: DecoderOnly, vocab: CharVocab, form: str | None = None, *, n: int = 1, prompt: str = "",
+          acrostic: str = "", rules: bool = False, temperature: float = 0.8, top_k: int | None = 20,
+          generator: torch.Generator | None = None, use_cache: bool = True) -> list[str]:
+    """``n`` poems in one batch: started by ``form``'s token (``None``: by ``<|endoftext|>``, form unasked)
+    and ``prompt``; with ``rules`` or an ``acrostic``, decoded under ``poetics.VerseRules`` (the form's shape;
+    with ``rules`` also the rhyme and no immediate repeats). Each poem ends at ``<|endoftext|>``."""
+    from .poetics import VerseRules
+
+    if (rules or acrostic) and form is None:
+        raise ValueError("rules and acrostic need a form")
+    start = vocab.eot if form is None else vocab.stoi[FORM_TOKENS[form]]
+    idx = torch.tensor([[start, *vocab.encode(prompt)]] * n, device=next(model.parameters()).device)  # (n, T0)
+    rules_filter = VerseRules(vocab, form, acrostic=acrostic, rhyme=rules, no_repeat=rules) \
+        if (rules or acrostic) else None
+    out = generate(model, idx, model.config.max_len - idx.shape[1], temperature=temperature, top_k=top_k,
+                   generator=generator, logits_filter=rules_filter, use_cache=use_cache)[:, idx.shape[1]:].tolist()
+    return [prompt + vocab.decode(row[: row.index(vocab.eot)] if vocab.eot in row else row) for row in out]
+
+
+@torch.no_grad()
+def token_losses(model: DecoderOnly, rows: dict[str, Tensor], batch_rows: int = 256) -> tuple[Tensor, Tensor]:
+    """The loss of every predicted token of ``rows`` and the token itself, flattened over all rows: ``(N,)``
+    each, in the order of ``rows`` (form by form)."""
+    device = next(model.parameters()).device
+    losses, targets = [], []
+    for data in rows.values():
+        for i in range(0, len(data), batch_rows):
+            chunk = data[i : i + batch_rows].to(device)  # (b, T + 1)
+            logits = model(chunk[:, :-1])  # (b, T, V)
+            losses.append(F.cross_entropy(logits.flatten(0, 1), chunk[:, 1:].flatten(), reduction="none").cpu())
+            targets.append(chunk[:, 1:].flatten().cpu())
+    return torch.cat(losses), torch.cat(targets)
+
+
+def content_mask(targets: Tensor, vocab: CharVocab) -> Tensor:
+    """True where the token is a Chinese character (the words), False for stops, line breaks and specials
+    (the form)."""
+    han = torch.tensor([len(c) == 1 and bool(_HAN_RE.fullmatch(c)) for c in vocab.itos])  # (V,)
+    return han[targets]
+
+
+def evaluate(model: DecoderOnly, vocab: CharVocab, *, per_form: int = 50, seed: int = 0,
+             temperature: float = 0.8, top_k: int | None = 20) -> dict[str, dict[str, float]]:
+    """Metrics of ``poetics.poem_metrics`` for held-out real poems (``per_form`` of each form), the model's
+    poems (``per_form`` per form token, the same decoder settings) and the same under ``VerseRules``; and
+    the model's validation loss per token: all, content (characters), form (stops, breaks, end)."""
+    from .poetics import clause_set, poem_metrics
+
+    train_clauses = clause_set(load_tang("train"))
+    real = [p.text for form in REGULAR_FORMS for p in load_tang("val", form=form)[:per_form]]
+    table = {"real (held out)": poem_metrics(real, train_clauses)}
+    for name, rules in (("poet", False), ("poet + rules", True)):
+        g = torch.Generator().manual_seed(seed)
+        texts = [t for form in REGULAR_FORMS for t in write(model, vocab, form, n=per_form, rules=rules,
+                                                            temperature=temperature, top_k=top_k, generator=g)]
+        table[name] = poem_metrics(texts, train_clauses)
+    losses, targets = token_losses(model, form_rows(load_tang("val"), vocab))
+    content = content_mask(targets, vocab)
+    table["poet"] |= {"loss": losses.mean().item(), "content loss": losses[content].mean().item(),
+                      "form loss": losses[~content].mean().item()}
+    return table
+
+
+def export(model: DecoderOnly, vocab: CharVocab, path: str | Path, run: dict | None = None) -> str:
     """Write the shipped file: each float matrix as int8 with one float32 scale per row (symmetric,
-    ``scale = max|row| / 127``), vectors in float32; returns the file's SHA-256."""
+    ``scale = max|row| / 127``), vectors in float32, and ``run`` (how it was trained: plain values, read
+    back by ``shipped_run``); returns the file's SHA-256."""
     state = {}
     for name, w in model.state_dict().items():
         w = w.detach().float().cpu()
@@ -185,7 +254,7 @@ def export(model: DecoderOnly, vocab: CharVocab, path: str | Path) -> str:
             state[name] = {"w": w}
     buffer = io.BytesIO()
     torch.save({"format": SHIPPED_FORMAT, "config": dataclasses.asdict(model.config), "vocab": vocab.itos,
-                "vocab_sha256": _vocab_hash(vocab.itos), "state": state}, buffer)
+                "vocab_sha256": _vocab_hash(vocab.itos), "state": state, "run": run or {}}, buffer)
     Path(path).write_bytes(buffer.getvalue())
     return hashlib.sha256(buffer.getvalue()).hexdigest()
 
@@ -194,17 +263,27 @@ def _vocab_hash(itos: Sequence[str]) -> str:
     return hashlib.sha256("\n".join(itos).encode("utf-8")).hexdigest()
 
 
-def load_shipped(path: str | Path | None = None, device: str = "cpu", check_hash: bool = True
-                 ) -> tuple[DecoderOnly, CharVocab]:
-    """The shipped poet (``eval()`` mode, float32) and its vocabulary. Refuses a file whose SHA-256 is not
-    the one recorded in the package, or whose vocabulary is not the one it was trained with."""
+def _read(path: str | Path | None) -> dict:
     data = (resources.files("transformer_course") / "data" / "poet.pt").read_bytes() if path is None \
         else Path(path).read_bytes()
-    if check_hash and path is None and hashlib.sha256(data).hexdigest() != SHIPPED_SHA256:
+    if path is None and hashlib.sha256(data).hexdigest() != SHIPPED_SHA256:
         raise ValueError("data/poet.pt does not match the SHA-256 recorded in poet_full.SHIPPED_SHA256")
     saved = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     if not isinstance(saved, dict) or saved.get("format") != SHIPPED_FORMAT:
         raise ValueError(f"path must be a file written by poet_full.export, got {str(path)!r}")
+    return saved
+
+
+def shipped_run(path: str | Path | None = None) -> dict:
+    """How the shipped poet (or the file at ``path``) was trained: recipe, steps, seconds, machine, history."""
+    return _read(path)["run"]
+
+
+def load_shipped(path: str | Path | None = None, device: str = "cpu") -> tuple[DecoderOnly, CharVocab]:
+    """The shipped poet (``eval()`` mode, float32) and its vocabulary; ``path``: another exported file.
+    Refuses a shipped file whose SHA-256 is not the one recorded in the package, and a file whose
+    vocabulary does not match its recorded hash."""
+    saved = _read(path)
     if _vocab_hash(saved["vocab"]) != saved["vocab_sha256"]:
         raise ValueError("the vocabulary in the file does not match its recorded hash")
     itos = saved["vocab"]
@@ -218,5 +297,5 @@ def load_shipped(path: str | Path | None = None, device: str = "cpu", check_hash
     return model.to(device).eval(), vocab
 
 
-__all__ = ["EOT", "FORM_TOKENS", "RECIPES", "efficiency", "export", "form_batches", "form_rows", "load_shipped",
-           "poet_vocab", "train_full", "validation_loss"]
+__all__ = ["EOT", "FORM_TOKENS", "RECIPES", "content_mask", "efficiency", "export", "form_batches", "form_rows",
+           "load_shipped", "poet_vocab", "token_losses", "train_full", "validation_loss", "write"]
