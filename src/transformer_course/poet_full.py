@@ -45,7 +45,7 @@ RECIPES = {
     "full": {"model": {"d_model": 256, "n_heads": 8, "n_layers": 4, "d_ff": 1024, "dropout": 0.1},
              "steps": 2400, "tokens": 4096, "peak_lr": 2e-3, "warmup": 100, "eval_every": 300},
     "short": {"model": {"d_model": 128, "n_heads": 4, "n_layers": 2, "d_ff": 512, "dropout": 0.0},
-              "steps": 120, "tokens": 2048, "peak_lr": 3e-3, "warmup": 20, "eval_every": 40},
+              "steps": 100, "tokens": 2048, "peak_lr": 3e-3, "warmup": 20, "eval_every": 25},
     "test": {"model": {"d_model": 24, "n_heads": 3, "n_layers": 1, "d_ff": 40, "dropout": 0.0},
              "steps": 4, "tokens": 256, "peak_lr": 3e-3, "warmup": 1, "eval_every": 2},
 }
