@@ -38,7 +38,8 @@ from .utils import count_flops, machine, set_seed
 _HAN_RE = re.compile(f"[{_HAN}]")
 FORM_TOKENS = {form: f"<|{form}|>" for form in REGULAR_FORMS}
 SHIPPED_FORMAT = "transformer_course shipped poet v1"
-SHIPPED_SHA256 = "061b3837ff7d59154286a0e9f6ce64d290581eeb3cb6b6685c0c5291a516929c"  # of data/poet.pt; set by tools/ship_poet.py
+# SHA-256 of data/poet.pt, written by tools/ship_poet.py.
+SHIPPED_SHA256 = "061b3837ff7d59154286a0e9f6ce64d290581eeb3cb6b6685c0c5291a516929c"
 
 # Each recipe: the model, then the run. tokens: per batch (the row count depends on the form).
 RECIPES = {
