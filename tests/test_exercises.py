@@ -186,3 +186,75 @@ def test_a_mistake_that_raises_is_named_when_the_learner_raises_alike():
     assert raising.evaluate(shifted).message == "toy：加了 1。"
     never_raises = raising.evaluate(lambda x: 2 * x + 1).message  # where the mistake raises, it answers
     assert "加了 1" not in never_raises and "数值与参考答案不一致" in never_raises
+
+
+# ---- routes around a rule that a narrow rule would miss (chapters 14-16's hidden attempts) ------------
+
+def _verdict(exercise: Exercise, attempt) -> str:
+    verdict = exercise.evaluate(attempt)
+    assert not verdict.passed
+    return verdict.message
+
+
+def test_a_python_loop_over_an_inputs_values_breaks_the_rule_against_loops():
+    def loop(mask, t_new):  # no torch call inside the loop: the call count alone cannot see it
+        rows = mask.tolist()
+        t_k = len(rows[0])
+        return torch.tensor([[[j <= t_k - t_new + i and (r[j] == 1 or r[t_k - t_new + i] == 0) for j in range(t_k)]
+                              for i in range(t_new)] for r in rows])
+    assert "不用循环" in _verdict(ex.ch16.BATCH_MASK, loop)
+    assert "不用循环" in _verdict(ex.ch16.BATCH_MASK, lambda m, t: torch.stack(
+        [ex.ch16._batch_mask_reference(r[None], t)[0] for r in m]))
+
+
+def test_every_library_route_to_a_softmax_or_an_attention_is_a_shortcut():
+    def via_softmin(m, denom, acc, scores, v):
+        m_new = torch.maximum(m, scores.amax(-1))
+        return m_new, denom, acc + torch.nn.functional.softmin(-scores, dim=-1) @ v
+    assert "不要调用 softmax" in _verdict(ex.ch15.ONLINE, via_softmin)
+
+    def via_module(x, attn):
+        mha = torch.nn.MultiheadAttention(x.shape[-1], attn.n_heads, batch_first=True)
+        return mha(x, x, x, need_weights=False)[0]
+    assert "F.multi_head_attention_forward" in _verdict(ex.ch14.CAUSAL_SELF_ATTENTION, via_module)
+
+
+def test_a_clamp_that_guards_masked_rows_fails_on_real_scores_below_it():
+    assert "clamp" in _verdict(ex.ch15.ONLINE, ex.ch15._clamped_guard)
+
+    def floor_at(floor):
+        def attempt(m, denom, acc, scores, v):
+            m_new = torch.maximum(m, scores.amax(dim=-1))
+            shift = m_new.clamp(min=floor)
+            p, r = torch.exp(scores - shift[:, None]), torch.exp(m - shift)
+            return m_new, denom * r + p.sum(dim=-1), acc * r[:, None] + p @ v
+        return attempt
+    assert all("clamp" in _verdict(ex.ch15.ONLINE, floor_at(f)) for f in (-1e3, -1e4, -15000.0))
+
+
+def test_a_gradient_cut_anywhere_in_a_trained_loss_is_found():
+    def detached_probabilities(logits, chosen):  # the value is right, the router would learn nothing
+        share = torch.bincount(chosen.flatten(), minlength=logits.shape[1]) / chosen.numel()
+        return logits.shape[1] * (share * logits.softmax(-1).mean(0).detach()).sum()
+    assert "梯度" in _verdict(ex.ch16.BALANCE, detached_probabilities)
+
+    def half_detached(logits, chosen):  # gradient through half of the tokens only
+        n = logits.shape[0] // 2
+        mixed = torch.cat([logits[:n].detach(), logits[n:]])
+        return ex.ch16._balance_reference(mixed, chosen)
+    assert "梯度不对" in _verdict(ex.ch16.BALANCE, half_detached)
+
+
+def test_the_tone_reference_counts_what_poetics_counts_on_real_poems():
+    from transformer_course import poems, poetics
+    sounds, code = poems.sounds(), {"平": 0, "仄": 1}
+    by_form: dict[str, list] = {}
+    for poem in poems.load_tang()[:300]:
+        by_form.setdefault(poetics.regular_form(poem.text), []).append(poem.text)
+    assert set(by_form) >= set(poems.REGULAR_FORMS)
+    for form in poems.REGULAR_FORMS:
+        texts = by_form[form]
+        tones = torch.tensor([[[code.get(sounds.tone.get(c), 2) for c in clause] for clause in poetics.clauses(t)]
+                              for t in texts])
+        passed, checked = ex.ch14._tones_reference(tones)
+        assert list(zip(passed.tolist(), checked.tolist())) == [poetics.tone_checks(t) for t in texts]

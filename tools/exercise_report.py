@@ -43,8 +43,11 @@ CLASSES = {  # what each group of generic attempts checks, for the header
                         "timeout swallowed by except BaseException"],
     "odd return values": ["returns None", "list", "NumPy array", "sparse tensor", "list of tensors", "tensor subclass",
                           "dict", "generator", "Python float", "wrong shape", "wrong dtype",
-                          "float32 where float64 is asked", "wrong device", "NaN", "0.1% off", "one integer off"],
-    "side effects": ["in place", "requires_grad on an input", "changes the default dtype", "turns grad mode off"],
+                          "float32 where float64 is asked", "wrong device", "NaN", "0.1% off", "one integer off",
+                          "int32 where int64 is asked", "one entry flipped"],
+    "side effects": ["in place", "requires_grad on an input", "changes the default dtype", "turns grad mode off",
+                     "edits a module's weights", "freezes a module", "switches a module's train/eval mode"],
+    "no gradient where training needs one": ["computed under no_grad"],
     "state kept between calls": ["first answer forever", "cached by the inputs' shapes"],
 }
 

@@ -7,9 +7,10 @@ Generic attempts are built from the exercise's reference, so they fit any exerci
 * the wrong return value: ``None``, a list, a NumPy array, a sparse tensor, a list of tensors, a
   tensor subclass, a dict, a generator, a Python float, the wrong shape, dtype (float32 where the
   statement asks for float64) or device, NaN or an answer 0.1% off (float results), one token off
-  (integer results);
+  or int32 where int64 is asked (integer results), one entry flipped (boolean masks);
 * side effects: editing an input in place, ``requires_grad`` on an input, changing the default
-  dtype or the grad mode;
+  dtype or the grad mode; editing, freezing or switching the train/eval mode of a module argument;
+* a loss computed under ``no_grad`` (exercises whose result is trained through, ``Exercise.grad``);
 * state kept between calls: the first call's answer returned forever, and answers cached by the
   inputs' shapes (caught by the "twin" case: an earlier case's shapes with new values).
 
@@ -25,6 +26,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 import torch
+from torch import nn
 
 from transformer_course.exercises._core import NOT_DONE, Exercise
 
@@ -121,6 +123,49 @@ def _grad_on_input(ref: Callable) -> Callable:
     return attempt
 
 
+def _first_module(a: tuple) -> nn.Module:
+    return next(x for x in a if isinstance(x, nn.Module))
+
+
+def _edits_module(ref: Callable) -> Callable:
+    def attempt(*a):
+        with torch.no_grad():
+            next(_first_module(a).parameters()).mul_(2)  # "fixing" a weight of the caller's model
+        return ref(*a)
+    return attempt
+
+
+def _freezes_module(ref: Callable) -> Callable:
+    def attempt(*a):
+        _first_module(a).requires_grad_(False)
+        return ref(*a)
+    return attempt
+
+
+def _flips_mode(ref: Callable) -> Callable:
+    def attempt(*a):
+        module = _first_module(a)
+        module.train(not module.training)
+        return ref(*a)
+    return attempt
+
+
+def _under_no_grad(ref: Callable) -> Callable:
+    def attempt(*a):
+        with torch.no_grad():
+            return ref(*a)
+    return attempt
+
+
+def _has_module(exercise: Exercise) -> bool:
+    return any(isinstance(x, nn.Module) and any(True for _ in x.parameters()) for x in exercise.cases()[0].args)
+
+
+def _int64_result(exercise: Exercise) -> bool:
+    tensors = _result_tensors(exercise)
+    return bool(tensors) and all(t.dtype == torch.int64 for t in tensors)
+
+
 def _sets_default_dtype(ref: Callable) -> Callable:
     def attempt(*a):
         torch.set_default_dtype(torch.float64)
@@ -156,7 +201,18 @@ def _float_result(exercise: Exercise) -> bool:
 
 def _integer_result(exercise: Exercise) -> bool:
     tensors = _result_tensors(exercise)
-    return bool(tensors) and not any(t.is_floating_point() for t in tensors)
+    return bool(tensors) and not any(t.is_floating_point() or t.dtype == torch.bool for t in tensors)
+
+
+def _bool_result(exercise: Exercise) -> bool:
+    tensors = _result_tensors(exercise)
+    return bool(tensors) and all(t.dtype == torch.bool for t in tensors)
+
+
+def _last_flipped(t: torch.Tensor) -> torch.Tensor:
+    out = t.clone()
+    out.view(-1)[-1] = ~out.view(-1)[-1]
+    return out
 
 
 @dataclass(frozen=True)
@@ -198,7 +254,15 @@ GENERIC: dict[str, Generic] = {
                         _float_result),
     "one integer off": Generic(lambda ref: (lambda *a: _map(ref(*a), lambda t: t + (t == t.flatten()[-1]))),
                                "整数结果应与参考答案完全相同", _integer_result),
+    "one entry flipped": Generic(lambda ref: (lambda *a: _map(ref(*a), _last_flipped)), "布尔矩阵中有元素取值不对",
+                                 _bool_result),
+    "int32 where int64 is asked": Generic(lambda ref: (lambda *a: _map(ref(*a), lambda t: t.int())),
+                                          "dtype 应为 torch.int64", _int64_result),
     "in place": Generic(_in_place, "修改了传入的张量"),
+    "edits a module's weights": Generic(_edits_module, "改动了权重", _has_module),
+    "freezes a module": Generic(_freezes_module, "冻结或解冻", _has_module),
+    "switches a module's train/eval mode": Generic(_flips_mode, "train()/eval()", _has_module),
+    "computed under no_grad": Generic(_under_no_grad, "没有梯度", lambda exercise: exercise.grad),
     "requires_grad on an input": Generic(_grad_on_input, "requires_grad", _has_float_input),
     "changes the default dtype": Generic(_sets_default_dtype, "默认 dtype"),
     "turns grad mode off": Generic(_turns_grad_off, "梯度计算"),

@@ -40,8 +40,10 @@ def scaled_inverse_frequencies(dim: int, *, base: float, scaling: RopeScaling | 
     * ``None``: ``base^(-2i/dim)``, factor 1;
     * ``"linear"`` (position interpolation): every frequency ``/ factor``, as if position ``p`` were ``p / factor``;
     * ``"ntk"``: base ``× factor^(dim/(dim-2))``: the slowest frequency becomes ``/ factor``, the fastest stays;
-    * ``"yarn"``: dimensions that turn more than ``beta_fast`` times within ``original_max_len`` keep their
-      frequency, those turning fewer than ``beta_slow`` times are divided by ``factor``, a linear ramp between;
+    * ``"yarn"``: the pair indices that turn ``beta_fast`` and ``beta_slow`` times within ``original_max_len``,
+      rounded outward (floor, ceil), bound a ramp linear in the pair index: pairs before it keep their
+      frequency, pairs after it are divided by ``factor`` (the reference implementation's and transformers'
+      convention; the paper's ramp is linear in turns, which differs where a head has few pairs);
       cos and sin are multiplied by ``0.1 ln(factor) + 1``, which sharpens the softmax (Peng et al., 2023).
     """
     inv_freq = inverse_frequencies(dim, base=base)  # (dim/2,) fast to slow

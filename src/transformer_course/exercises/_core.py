@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import torch
+from torch import nn
 
-from ._guards import _call_learner, _call_quietly, _clone, _global_side_effect, _Outcome, _unchanged, _Watch
+from ._guards import (_call_learner, _call_quietly, _clone, _global_side_effect, _module_change, _Outcome, _unchanged,
+                      _Watch)
 from ._verdicts import _compare, _describe_args, _first_line
 from ._verdicts import _number  # noqa: F401  (imported from here by tests)
 
@@ -66,6 +68,8 @@ class Forbidden:
     indexing: no lookup with a tensor or list as the index (``weight[ids]``).
     loops: the number of torch calls must not depend on the input's size (no Python loop over rows).
     max_numel: no tensor made by a torch call may have more than ``max_numel(*args)`` elements.
+    unique_writes: no indexed write (``x[idx] = ...``, ``index_put_``, ``index_copy_``) may name one slot twice:
+    which value stays is undefined in PyTorch (and differs on a GPU).
     example: an attempt that takes the shortcut (tried by ``tools/wrong_attempts.py``).
     """
 
@@ -75,6 +79,7 @@ class Forbidden:
     indexing: bool = False
     loops: bool = False
     max_numel: Callable[..., int] | None = None
+    unique_writes: bool = False
     example: Callable[..., Any] | None = None
 
 
@@ -85,6 +90,8 @@ class Exercise:
     ``dtype``: the exact dtype the statement asks for, of every float result (``None``: any float).
     ``reference_dtype``: the reference runs on float inputs cast to it (float64: the comparison is
     against exact values, so that a float32 answer summed in any order passes); ``None``: as given.
+    ``grad``: the result is trained through (a loss): on every case its gradient with respect to each
+    float input must equal the reference's (an answer computed under ``no_grad`` or detached fails).
     """
 
     name: str
@@ -96,6 +103,7 @@ class Exercise:
     forbidden: Sequence[Forbidden] = field(default_factory=tuple)
     dtype: torch.dtype | None = None
     reference_dtype: torch.dtype | None = torch.float64
+    grad: bool = False
 
     def cases(self) -> list[Case]:
         """The cases as :class:`Case` objects."""
@@ -123,6 +131,11 @@ class Exercise:
             outcomes.append(outcome)
         refs = [self.expected(case) for case in cases]
         problems = [self._problem(o, ref, case) for o, ref, case in zip(outcomes, refs, cases)]
+        if self.grad and all(p is None for p in problems):
+            gradient = next(filter(None, (self._gradient_problem(fn, case, i) for i, case in enumerate(cases, 1))),
+                            None)
+            if gradient is not None:
+                return Verdict(False, f"{self.name}：{gradient}")
         loops = self._loop_problem([o for o, p in zip(outcomes, problems) if p is None])
         if loops is not None:
             return Verdict(False, f"{self.name}：{loops}")
@@ -167,6 +180,12 @@ class Exercise:
             rule, what = watch.broken
             return f"{rule.reason}（你的代码里用到了 {what}）"
         for k, (before, after) in enumerate(zip(case.args, args), start=1):
+            if isinstance(before, nn.Module):
+                change = _module_change(before, after)
+                if change is not None:
+                    return (f"你的函数{change}：传入的第 {k} 个参数 {type(before).__name__} 是调用者的模型，"
+                            "只能读它的权重，不能改动它。")
+                continue
             if not isinstance(before, torch.Tensor):
                 continue
             if not _unchanged(before, after):
@@ -176,6 +195,35 @@ class Exercise:
                 return (f"你的函数给传入的第 {k} 个参数打开了 requires_grad（或留下了 .grad），调用者的张量被改动了："
                         "需要求导时先复制一份，x = x.clone().requires_grad_()。")
         return _Outcome(value, error, watch.calls if watch else 0)
+
+    def _gradient_problem(self, fn: Callable[..., Any], case: Case, i: int) -> str | None:
+        """The gradient of the learner's result on ``case`` against the reference's (``grad`` exercises)."""
+        floats = [k for k, a in enumerate(case.args) if _is_float_tensor(a)]
+        mine = [a.detach().clone().requires_grad_() if k in floats else a for k, a in enumerate(_clone(case.args))]
+        dtype = self.reference_dtype
+        ref_args = [(a.detach().to(dtype or a.dtype).clone().requires_grad_() if k in floats else a)
+                    for k, a in enumerate(mine)]
+        call = _call_learner(fn, tuple(mine), self.time_limit_s)
+        value = call.value
+        if call.error is not None or not isinstance(value, torch.Tensor):
+            return None  # the value check has already passed on this case: nothing more to say
+        if not value.requires_grad:
+            return (f"第 {i} 组测试：数值对了，但结果没有梯度（requires_grad=False）。它是训练时要反向传播的损失："
+                    "不要在 torch.no_grad() 下计算，也不要 .detach()、.item() 或经 NumPy 绕一圈。")
+        with torch.enable_grad():
+            expected = self.reference(*ref_args)
+            weight = torch.linspace(0.5, 1.5, expected.numel(), dtype=expected.dtype).reshape(expected.shape)
+            want = torch.autograd.grad((expected * weight).sum(), [ref_args[k] for k in floats], allow_unused=True)
+            got = torch.autograd.grad((value * weight.to(value.dtype)).sum(), [mine[k] for k in floats],
+                                      allow_unused=True)
+        for k, w, g in zip(floats, want, got):
+            w = torch.zeros_like(mine[k], dtype=torch.float64) if w is None else w.double()
+            g = torch.zeros_like(w) if g is None else g.double()
+            if not torch.allclose(g, w, rtol=1e-4, atol=self._atol(case)):
+                gap = (g - w).abs().max().item()
+                return (f"第 {i} 组测试：数值对了，但对第 {k + 1} 个参数的梯度不对（最大差 {gap:.3g}）："
+                        "有一部分计算被 .detach()、no_grad 或整数运算切断了，训练时这部分收不到梯度。")
+        return None
 
     def _loop_problem(self, right: list[_Outcome]) -> str | None:
         """The rule against loops is broken when the right answers took different numbers of torch calls."""
@@ -233,7 +281,8 @@ class Exercise:
                 if (problems[j] is None and _compare(refs[i], refs[j], self._atol(case)) is not None
                         and _compare(got.value, outcomes[j].value, 0.0) is None):
                     return (f"第 {i + 1} 组测试返回的结果与第 {j + 1} 组完全相同，而两组的正确答案并不相同："
-                            "你的函数似乎记住了之前调用的结果（全局变量、默认参数或 functools.cache 里的缓存）。"
+                            "你的结果没有随这一次输入的数值变化——要么记住了之前调用的结果（全局变量、默认参数或 "
+                            "functools.cache 里的缓存），要么只用到了输入的形状。"
                             "每次调用都要根据这一次的输入重新计算。")
         return None
 

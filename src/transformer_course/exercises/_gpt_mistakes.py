@@ -13,6 +13,7 @@ from torch.nn import functional as F
 
 from ..models import DecoderOnly
 from ..multihead import MultiHeadAttention
+from ._stability import naive_softmax
 
 
 # Pieces the wrong attentions (and the wrong forward passes of 练习 2) are written with.
@@ -42,6 +43,12 @@ def _masked_attention(x: Tensor, attn: MultiHeadAttention) -> Tensor:
     """The right causal attention, for the wrong forward passes of 练习 2 that get something else wrong."""
     q, k, v = _heads(x, attn)
     return _projected(_causal(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])).softmax(dim=-1), v, attn)
+
+
+def _naive_softmax(x: Tensor, attn: MultiHeadAttention) -> Tensor:
+    q, k, v = _heads(x, attn)
+    scores = _causal(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]))
+    return _projected(naive_softmax(scores), v, attn)  # exp without the max: overflows
 
 
 def _unmasked(x: Tensor, attn: MultiHeadAttention) -> Tensor:

@@ -1,12 +1,14 @@
 """Guards around one call of the learner's function: the time limit (SIGALRM), the watch on the torch
 calls it makes (forbidden functions, tensor indexing, oversized tensors, calls into the course package)
-and the checks for side effects (a changed default dtype or grad mode, edited or ``requires_grad`` inputs).
+and the checks for side effects (a changed default dtype or grad mode, edited or ``requires_grad`` inputs,
+a module argument whose weights, ``requires_grad`` flags or train/eval mode the call changed).
 """
 from __future__ import annotations
 
 import os
 import signal
 import sys
+import copy
 import threading
 import types
 from contextlib import contextmanager
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import torch
+from torch import nn
 from torch.overrides import TorchFunctionMode
 
 if TYPE_CHECKING:  # for annotations only: _core imports this module
@@ -144,6 +147,27 @@ def _numel(out: Any) -> int:
     return 0
 
 
+def _repeated_write(func: Any, args: tuple) -> bool:
+    """An indexed write whose index names one slot more than once (``x[[0, 0]] = ...``)."""
+    if func in (torch.Tensor.__setitem__, torch.Tensor.index_put_, torch.Tensor.index_put) and len(args) > 1:
+        index = args[1]
+    elif func in (torch.Tensor.index_copy_, torch.Tensor.index_copy) and len(args) > 2:
+        index = args[2]
+    else:
+        return False
+    for part in index if isinstance(index, tuple) else (index,):
+        if isinstance(part, list) and all(isinstance(i, int) for i in part):
+            part = torch.tensor(part)
+        if isinstance(part, torch.Tensor) and part.dtype != torch.bool and part.numel() > 1:
+            with torch._C.DisableTorchFunction():
+                if part.unique().numel() < part.numel():
+                    return True
+    return False
+
+
+_TO_PYTHON = (torch.Tensor.tolist, torch.Tensor.numpy, torch.Tensor.unbind, torch.unbind, torch.Tensor.item)
+
+
 class _Watch(TorchFunctionMode):
     """While the learner's function runs: count the torch calls and keep the first rule broken.
 
@@ -157,6 +181,10 @@ class _Watch(TorchFunctionMode):
         self.indexing = next((r for r in rules if r.indexing), None)
         self.limits = [(r, r.max_numel(*args)) for r in rules if r.max_numel is not None]
         self.course = next((r for r in rules if r.course), None)
+        self.loops = next((r for r in rules if r.loops), None)
+        self.unique_writes = next((r for r in rules if r.unique_writes), None)
+        with torch._C.DisableTorchFunction():
+            self._inputs = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
         self.calls = 0
         self.broken: tuple[Forbidden, str] | None = None
         self._profile_before: Any = None
@@ -182,6 +210,15 @@ class _Watch(TorchFunctionMode):
             name = getattr(frame.f_code, "co_qualname", frame.f_code.co_name)
             self.broken = (self.course, f"课程包的 {name.replace('.<locals>', '')}")  # type: ignore[arg-type]
 
+    def _loops_in_python(self, func: Any, args: tuple) -> bool:
+        """Iterating over a tensor, or turning an input into Python values (a loop that makes no torch calls)."""
+        if func is torch.Tensor.__iter__:
+            return True
+        if func not in _TO_PYTHON or not args or not isinstance(args[0], torch.Tensor):
+            return False
+        with torch._C.DisableTorchFunction():
+            return args[0].untyped_storage().data_ptr() in self._inputs
+
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         self.calls += 1
         if self.broken is None:
@@ -191,6 +228,10 @@ class _Watch(TorchFunctionMode):
                 rule = None
             if rule is not None:
                 self.broken = (rule, torch_name(func))
+            elif self.loops is not None and self._loops_in_python(func, args):
+                self.broken = (self.loops, f"{torch_name(func)}：把张量变成 Python 的列表或迭代器，再用 Python 循环")
+            elif self.unique_writes is not None and _repeated_write(func, args):
+                self.broken = (self.unique_writes, f"{torch_name(func)}，同一个位置在一次写入里出现了不止一次")
             elif (self.indexing is not None and func is torch.Tensor.__getitem__ and len(args) > 1
                   and _indexes_with_tensor(args[1])):
                 self.broken = (self.indexing, "张量下标 x[ids]")
@@ -217,7 +258,26 @@ def _global_side_effect(grad_changed: bool, dtype_changed: bool, default_dtype: 
 
 
 def _clone(args: tuple) -> tuple:
-    return tuple(a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args)
+    """A private copy of every tensor and module argument: a call can never disturb the case it was given."""
+    return tuple(a.detach().clone() if isinstance(a, torch.Tensor) else copy.deepcopy(a) if isinstance(a, nn.Module)
+                 else a for a in args)
+
+
+def _module_change(before: nn.Module, after: nn.Module) -> str | None:
+    """What a call changed in a module argument (its copy ``after``): ``None`` when nothing."""
+    old, new = dict(before.named_parameters()), dict(after.named_parameters())
+    if old.keys() != new.keys():
+        return "增删了它的参数"
+    if any(old[k].requires_grad != new[k].requires_grad for k in old):
+        return "改了参数的 requires_grad（冻结或解冻）"
+    if any(new[k].grad is not None for k in new):
+        return "在参数上留下了 .grad"
+    state, got = before.state_dict(), after.state_dict()
+    if state.keys() != got.keys() or any(not _unchanged(state[k], got[k]) for k in state):
+        return "改动了权重或缓冲区（原地操作）"
+    if any(a.training != b.training for a, b in zip(before.modules(), after.modules())):
+        return "切换了 train()/eval() 模式"
+    return None
 
 
 def _unchanged(before: torch.Tensor, after: torch.Tensor) -> bool:

@@ -144,6 +144,8 @@ def _compare_unsafe(got: Any, expected: Any, atol: float, dtype: torch.dtype | N
         return f"dtype 应为{kind}，实际是 {got.dtype}。"
     if dtype is not None and got.is_floating_point() and got.dtype != dtype:
         return f"dtype 应为 {dtype}（题目要求），实际是 {got.dtype}。"
+    if not expected.is_floating_point() and got.dtype != expected.dtype:  # int32 and uint8 are not int64
+        return f"dtype 应为 {expected.dtype}，实际是 {got.dtype}（整数结果要用题目要求的整数类型，uint8 还会回绕）。"
     if not expected.is_floating_point():  # token ids, counts: exactly equal
         wrong = got.long() != expected.long()
         return None if not wrong.any() else _where(wrong, got, expected,

@@ -1,15 +1,16 @@
-"""Checkers for chapter 14 (从零拼出一个会写诗的 GPT).
+"""Checkers for chapter 14 (一个会写诗的 GPT).
 
 The learner assembles a GPT from the weights of the course's own modules: 练习 1 the causal multi-head
 self-attention of a ``tc.MultiHeadAttention``, 练习 2 the whole forward pass of a ``tc.DecoderOnly``
-(pre-LN, learned positions, GELU, tied output layer); 练习 3 the validation loss of section 14.3's
-smoothed bigram baseline. The references write those modules' computation out by hand (a checker may
-not call the package while it watches the learner's code); a test checks that they give the package's
-numbers within 1e-6, so "passed" means: the same numbers as the package. Every mistake is a small
-complete wrong computation written out (those of 练习 1 and 2 in ``_gpt_mistakes``, from neutral pieces
-such as ``_heads``, ``_causal`` and ``_pre_ln_blocks`` that take the wrong part as an argument; none of
-them is a reference); cases differ in every size, include a single token and a full context, and end
-with the first case's twin.
+(pre-LN, learned positions, GELU, tied output layer); 练习 3 the tone rules (平仄) of regular verse over
+a batch of poems, the measurement behind section 14.5's "tone" column. The references write the
+modules' computation out by hand (a checker may not call the package while it watches the learner's
+code); a test checks that they give the package's numbers within 1e-6, and that 练习 3's reference counts
+what ``poetics.tone_checks`` counts on real poems. Every mistake is a small complete wrong computation
+written out (those of 练习 1 and 2 in ``_gpt_mistakes``, from neutral pieces such as ``_heads``,
+``_causal`` and ``_pre_ln_blocks`` that take the wrong part as an argument; none of them is a
+reference); cases differ in every size, include a single token, a full context and inputs large
+enough to overflow a naive softmax, and end with the first case's twin.
 """
 from __future__ import annotations
 
@@ -21,28 +22,37 @@ from torch.nn import functional as F
 
 from ..attention import causal_mask
 from ..config import TransformerConfig
-from ..data import IGNORE_INDEX
 from ..models import DecoderOnly
 from ..multihead import MultiHeadAttention
-from ._core import Exercise, Forbidden, Mistake, randn as _randn
+from ._core import Case, Exercise, Forbidden, Mistake, randn as _randn
 from ._gpt_mistakes import (_attention_residual_lost, _embedded, _future_kept, _heads_from_wrong_axis,
-                            _masked_attention, _no_out_proj, _output, _positions_from_one, _post_ln, _pre_ln_blocks,
-                            _scaled_by_d_model, _softmax_over_queries, _tanh_gelu, _unmasked, _unscaled)
+                            _masked_attention, _naive_softmax, _no_out_proj, _output, _positions_from_one, _post_ln,
+                            _pre_ln_blocks, _scaled_by_d_model, _softmax_over_queries, _tanh_gelu, _unmasked,
+                            _unscaled)
+from ._stability import LARGE_NOTE, NAIVE_HINT
 from .ch08 import _randomise
 
 _SDPA = ("本题要求亲手写出注意力（QKᵀ、缩放、掩码、softmax、乘 V），"
-         "不要调用 torch.nn.functional.scaled_dot_product_attention")
+         "不要调用 PyTorch 现成的注意力（F.scaled_dot_product_attention、F.multi_head_attention_forward、"
+         "nn.MultiheadAttention）")
+# Every library route to a whole attention: nn.MultiheadAttention's forward calls one of the last two.
+_FUSED_ATTENTION = (F.scaled_dot_product_attention, F.multi_head_attention_forward,
+                    torch._native_multi_head_attention)
 _COURSE = "本题要求用模块里的权重亲手拼出计算，不要调用课程包（模块的 forward、tc.split_heads、tc.causal_mask 等）"
 
 
 # ---- 练习 1: causal multi-head self-attention from a MultiHeadAttention's weights ---------------
 
-def _attention_cases() -> list[tuple]:
+def _attention_cases() -> list[tuple | Case]:
     g = torch.Generator().manual_seed(141)
-    cases = []
-    for b, t, c, h in [(2, 5, 12, 3), (3, 1, 8, 2), (1, 7, 20, 4), (4, 3, 6, 1), (2, 5, 12, 3)]:  # twin last
+    cases: list[tuple | Case] = []
+    for b, t, c, h in [(2, 5, 12, 3), (3, 1, 8, 2), (1, 7, 20, 4), (4, 3, 6, 1)]:
         attn = _randomise(MultiHeadAttention(c, h), g)
         cases.append((2 * _randn(g, b, t, c), attn))
+    attn = _randomise(MultiHeadAttention(10, 2), g)  # inputs ~30: scores in the thousands
+    cases.append(Case((30 * _randn(g, 2, 6, 10), attn), atol=0.05, note=LARGE_NOTE))
+    attn = _randomise(MultiHeadAttention(12, 3), g)  # the first case's twin
+    cases.append((2 * _randn(g, 2, 5, 12), attn))
     return cases
 
 
@@ -78,9 +88,10 @@ CAUSAL_SELF_ATTENTION = Exercise(
         Mistake("合并各头之后还要乘输出投影 W_O（attn.out_proj）。", _no_out_proj),
         Mistake("softmax 的维度错了：对每个查询，在键的维度（最后一维）上归一化。",
                 _softmax_over_queries),
+        Mistake(NAIVE_HINT, _naive_softmax),
     ),
     forbidden=(
-        Forbidden(_SDPA, functions=(F.scaled_dot_product_attention,),
+        Forbidden(_SDPA, functions=_FUSED_ATTENTION,
                   example=lambda x, a: F.linear(F.scaled_dot_product_attention(
                       *(t.view(*x.shape[:2], a.n_heads, -1).transpose(1, 2)
                         for t in F.linear(x, a.qkv_proj.weight, a.qkv_proj.bias).split(x.shape[-1], -1)),
@@ -159,8 +170,7 @@ GPT_FORWARD = Exercise(
     forbidden=(
         Forbidden("本题要求亲手拼出前向计算，不要调用模型本身或课程包的模块（model(idx)、block(x)、norm(x) 等）",
                   course=True, example=lambda m, i: m(i)),
-        Forbidden(_SDPA, functions=(F.scaled_dot_product_attention,),
-                  example=lambda m, i: _sdpa_gpt(m, i)),
+        Forbidden(_SDPA, functions=_FUSED_ATTENTION, example=lambda m, i: _sdpa_gpt(m, i)),
     ),
 )
 check_gpt_forward = GPT_FORWARD.check
@@ -172,91 +182,104 @@ def _sdpa_gpt(model: DecoderOnly, idx: Tensor) -> Tensor:
     return _gpt_reference(model, idx)
 
 
-# ---- 练习 3: the bigram baseline's validation loss ----------------------------------------------
-# V >= 100 in every case, so that a target of -100 used as an index wraps around instead of failing:
-# the learner who forgets the unscored positions gets this mistake's hint, not an IndexError.
+# ---- 练习 3: the tone rules of regular verse, over a batch of poems ---------------------------------
+# tones (N, L, n): 0 = 平, 1 = 仄, 2 = not counted. Rules, positions from 1 as in the statement:
+# (a) 二四六分明: positions 2 and 4 differ in every clause (and 4 and 6 in a 7-character clause);
+# (b) 对: position 2 differs between the two clauses of a couplet; (c) 粘: position 2 of a couplet's
+# second clause equals position 2 of the next couplet's first clause.
 
-def _bigram_reference(counts: Tensor, inputs: Tensor, targets: Tensor, k: float) -> Tensor:
-    """Chapter 14.3's smoothed bigram loss: the mean of -log p(target | input) over the scored positions."""
-    V = counts.shape[0]
-    c = counts.double()  # (V, V): c[a, b] = how often b followed a
-    unigram = (c.sum(0) + 1) / (c.sum() + V)  # (V,) add-one unigram of the following token
-    table = (c + k * unigram) / (c.sum(1, keepdim=True) + k)  # (V, V): p(b | a), row a
-    scored = targets != IGNORE_INDEX  # (N, T)
-    return -table[inputs[scored], targets[scored]].log().mean()
+_LEVEL, _OBLIQUE, _SKIP = 0, 1, 2
+_Pairs = list[tuple[Tensor, Tensor, bool]]  # (left characters, right characters, should they match), (N, k) each
 
 
-# Pieces the wrong losses are written with: the right table and the right mean, each given a wrong partner.
-
-def _table(counts: Tensor, k: float) -> Tensor:
-    c = counts.double()
-    return (c + k * (c.sum(0) + 1) / (c.sum() + c.shape[0])) / (c.sum(1, keepdim=True) + k)  # (V, V)
+def _alternation(tones: Tensor, positions: list[int]) -> _Pairs:
+    """二四六分明 over the given 0-based positions: each one against the next, in every clause."""
+    return [(tones[:, :, a], tones[:, :, b], False) for a, b in zip(positions, positions[1:])]
 
 
-def _mean_nll(table: Tensor, inputs: Tensor, targets: Tensor) -> Tensor:
-    scored = targets != IGNORE_INDEX
-    return -table[inputs[scored], targets[scored]].log().mean()
+def _couplets(second: Tensor) -> _Pairs:
+    return [(second[:, 0::2], second[:, 1::2], False)]  # 对: clauses 1-2, 3-4, ...
 
 
-def _raw_unigram(counts: Tensor, inputs: Tensor, targets: Tensor, k: float) -> Tensor:
-    c = counts.double()
-    unigram = c.sum(0) / c.sum()  # no add-one: a token never seen gets probability 0
-    return _mean_nll((c + k * unigram) / (c.sum(1, keepdim=True) + k), inputs, targets)
+def _joins(second: Tensor) -> _Pairs:
+    return [(second[:, 1:-1:2], second[:, 2::2], True)]  # 粘: clause 2 with 3, 4 with 5, ...
 
 
-def _uniform_prior(counts: Tensor, inputs: Tensor, targets: Tensor, k: float) -> Tensor:
-    c = counts.double()
-    return _mean_nll((c + k / c.shape[0]) / (c.sum(1, keepdim=True) + k), inputs, targets)  # 1/V for every token
+def _counts(pairs: _Pairs, skip: bool = True) -> tuple[Tensor, Tensor]:
+    """(passed, checked) per poem, (N,) int64 each; ``skip``: a comparison with a 2 is not counted."""
+    passed = checked = torch.zeros(pairs[0][0].shape[0], dtype=torch.long)
+    for x, y, same in pairs:
+        counted = (x != _SKIP) & (y != _SKIP) if skip else torch.ones_like(x, dtype=torch.bool)
+        checked = checked + counted.flatten(1).sum(1)
+        passed = passed + (counted & ((x == y) == same)).flatten(1).sum(1)
+    return passed, checked
 
 
-def _add_k(counts: Tensor, inputs: Tensor, targets: Tensor, k: float) -> Tensor:
-    c = counts.double()
-    return _mean_nll((c + k) / (c.sum(1, keepdim=True) + k * c.shape[0]), inputs, targets)  # k in every cell
+def _even_positions(n: int) -> list[int]:
+    return [1, 3, 5][: (n - 1) // 2]  # characters 2, 4 (and 6) of an n-character clause
 
 
-def _summed(counts: Tensor, inputs: Tensor, targets: Tensor, k: float) -> Tensor:
-    scored = targets != IGNORE_INDEX
-    return -_table(counts, k)[inputs[scored], targets[scored]].log().sum()  # a total, not a mean
+def _tones_reference(tones: Tensor) -> tuple[Tensor, Tensor]:
+    second = tones[:, :, 1]  # (N, L): character 2 of every clause
+    return _counts(_alternation(tones, _even_positions(tones.shape[2])) + _couplets(second) + _joins(second))
 
 
-def _bigram_cases() -> list[tuple]:
+def _tones_with(alternation: list[int] | None = None, couplets=_couplets, joins=_joins, skip: bool = True,
+                column: int = 1):
+    """A whole wrong attempt: the right rules except the part given."""
+    def attempt(tones: Tensor) -> tuple[Tensor, Tensor]:
+        positions = _even_positions(tones.shape[2]) if alternation is None else alternation
+        second = tones[:, :, column]
+        return _counts(_alternation(tones, positions) + couplets(second) + joins(second), skip)
+    return attempt
+
+
+def _tone_cases() -> list[tuple]:
     g = torch.Generator().manual_seed(143)
     cases = []
-    for v, n, t, k in [(120, 3, 7, 3.0), (101, 2, 9, 0.5), (150, 4, 5, 30.0), (130, 1, 11, 10.0),
-                       (120, 3, 7, 3.0)]:  # (V, N, T, k); the first's twin
-        counts = torch.randint(0, 4, (v, v), generator=g) * (torch.rand(v, v, generator=g) < 0.05)
-        counts[:, v - 1] = 0  # a token never seen after anything: only the add-one keeps it finite
-        counts[v - 2] = 0     # a token never followed by anything in training: pure unigram
-        inputs = torch.randint(v, (n, t), generator=g)
-        targets = torch.randint(v, (n, t), generator=g)
-        inputs[0, 0], targets[0, 0], targets[-1, 1] = v - 2, v - 1, v - 1
-        targets[:, -2:] = IGNORE_INDEX  # padding at the end of every row
-        cases.append((counts, inputs, targets, k))
+    # (N poems, L clauses, n characters): every form; N differs from L and n in every case
+    for n_poems, lines, n in [(3, 4, 5), (2, 8, 7), (6, 8, 5), (1, 4, 7), (3, 4, 5)]:  # the first's twin last
+        level = torch.randint(0, 2, (n_poems, lines, n), generator=g)
+        tones = torch.where(torch.rand(n_poems, lines, n, generator=g) < 0.2, _SKIP, level)  # 2s anywhere
+        tones[0, 0, 1] = tones[-1, -1, 1] = _SKIP  # the first and the last clause's character 2
+        cases.append((tones,))
+    regular = torch.tensor([[0, 0, 1, 1, 0], [1, 1, 0, 0, 1], [1, 1, 0, 0, 0], [0, 0, 1, 1, 1]])  # 五绝: 7 of 7
+    cases.insert(4, (torch.stack([regular, regular.flip(0), torch.full_like(regular, _SKIP)]),))  # + nothing counted
     return cases
 
 
-BIGRAM_LOSS = Exercise(
-    name="bigram_loss",
-    reference=_bigram_reference,
-    make_cases=_bigram_cases,
-    atol=1e-4,
+TONE_CHECKS = Exercise(
+    name="tone_checks",
+    reference=_tones_reference,
+    make_cases=_tone_cases,
     mistakes=(
-        Mistake("平滑要按 unigram 插值：p(b|a) = (n(a,b) + k·p(b)) / (n(a) + k)，p(b) 是 unigram 概率；"
-                "你用的是均匀的 1/V。",
-                _uniform_prior),
-        Mistake("unigram 也要加一平滑：p(b) = (n(b) + 1) / (N + V)。"
-                "训练中没出现过的 token 否则概率为 0，损失变成无穷大。",
-                _raw_unigram),
-        Mistake("这是给每一格都加 k（add-k 平滑）：(n(a,b) + k) / (n(a) + k·V)。本题要按 unigram 插值。",
-                _add_k),
-        Mistake("counts 的方向反了：counts[a, b] 是「a 后面跟 b」的次数，p(b|a) 用第 a 行，分母是第 a 行的和。",
-                lambda c, x, y, k: _mean_nll(_table(c.T, k), x, y)),
-        Mistake("targets 为 -100 的位置是填充，不计分：先用 targets != -100 选出计分的位置。",
-                lambda c, x, y, k: -_table(c, k)[x, y].log().mean()),
-        Mistake("要返回平均损失（除以计分位置的个数），不是总和。",
-                _summed),
+        Mistake("2 表示这个字不计：两个字里有一个是 2，这次比较既不算通过，也不算检查（checked 不加 1）。",
+                _tones_with(skip=False)),
+        Mistake("字的位置从 1 数起：第 2、4、6 字是下标 1、3、5，你比较的是下标 2、4（第 3、5 字）。",
+                lambda tones: _tones_with(alternation=[2, 4, 6][: (tones.shape[2] - 1) // 2], column=2)(tones)),
+        Mistake("七言句除了第 2、4 字，还要比较第 4、6 字（二四六分明）。",
+                lambda tones: _tones_with(alternation=[1, 3])(tones)),
+        Mistake("「粘」要求相同：一联第二句的第 2 字与下一联第一句的第 2 字平仄 **相同**，你要求的是不同。",
+                _tones_with(joins=lambda s: [(s[:, 1:-1:2], s[:, 2::2], False)])),
+        Mistake("「对」是一联之内的两句（第 1 与 2 句、第 3 与 4 句……），不是每两句相邻的句子；"
+                "第 2 与 3 句之间是「粘」。",
+                _tones_with(couplets=lambda s: [(s[:, :-1], s[:, 1:], False)])),
+        Mistake("「粘」只在相邻两联之间：最后一联没有下一联，不要把它和第一联接起来。",
+                _tones_with(joins=lambda s: [(s[:, 1::2], torch.cat([s[:, 2::2], s[:, :1]], 1), True)])),
+    ),
+    forbidden=(
+        Forbidden("本题要求用张量自己数出三条规则，不要调用课程包（tc.poetics.tone_checks 等）",
+                  course=True, example=lambda tones: _course_route(tones)),
     ),
 )
-check_bigram_loss = BIGRAM_LOSS.check
+check_tone_checks = TONE_CHECKS.check
 
-EXERCISES = (CAUSAL_SELF_ATTENTION, GPT_FORWARD, BIGRAM_LOSS)
+
+def _course_route(tones: Tensor) -> tuple[Tensor, Tensor]:
+    """The package's tone_checks on text made of characters with the given tones (a forbidden shortcut)."""
+    from .. import poetics
+    poetics.clauses("")  # any call into the package is the shortcut
+    return _tones_reference(tones)
+
+
+EXERCISES = (CAUSAL_SELF_ATTENTION, GPT_FORWARD, TONE_CHECKS)

@@ -56,6 +56,12 @@ def _online_cases() -> list[tuple | Case]:
     # the twin of the second case (its sizes, new values)
     m, s, acc = state(4, 2)
     cases.append((m, s, acc, _randn(g, 4, 6) - 1.5, _randn(g, 6, 2)))
+    # real scores far below zero (about -20000): a guard that clamps the max to a finite floor such as
+    # -1e4 (instead of replacing only -inf) shifts these rows wrongly and their exp underflows to 0
+    m, s, acc = state(3, 2)
+    m = m - 20000.0
+    cases.append(Case((m, s, acc, _randn(g, 3, 4) - 20000.0, _randn(g, 4, 2)), atol=LARGE_ATOL,
+                      note="这一组的分数都在 −20000 附近：它们是真实的分数，不是被遮住的位置"))
     # scores in the hundreds: exp without subtracting the max overflows
     m, s, acc = state(3, 4, scale=200.0)
     cases.append(Case((m, s, acc, _randn(g, 3, 5, scale=200.0), _randn(g, 5, 4)), atol=LARGE_ATOL,
@@ -110,6 +116,14 @@ def _minus_inf_minus_inf(m: Tensor, denom: Tensor, acc: Tensor, scores: Tensor, 
     return m_new, denom * r + p.sum(dim=-1), acc * r[:, None] + p @ v
 
 
+def _clamped_guard(m: Tensor, denom: Tensor, acc: Tensor, scores: Tensor, v: Tensor) -> _State:
+    m_new = torch.maximum(m, scores.amax(dim=-1))
+    shift = m_new.clamp(min=-1e4)  # a finite floor instead of "0 where nothing was seen"
+    p = torch.exp(scores - shift[:, None])
+    r = torch.exp(m - shift)
+    return m_new, denom * r + p.sum(dim=-1), acc * r[:, None] + p @ v
+
+
 def _online_via_softmax(m: Tensor, denom: Tensor, acc: Tensor, scores: Tensor, v: Tensor) -> _State:
     m_new = torch.maximum(m, scores.amax(dim=-1))
     return m_new, denom, acc + torch.softmax(scores, dim=-1) @ v  # the block's softmax, not its update
@@ -129,12 +143,17 @@ ONLINE = Exercise(
         Mistake("新的最大值只取了本块的最大值：m_new = max(m, 本块的最大值)，要和之前的最大值比较。",
                 _block_max_only),
         Mistake("一行还什么都没看到（m = −inf）而本块又全被遮住时，m_new 也是 −inf，−inf − (−inf) = NaN："
-                "这时把减去的最大值当作 0（exp(−inf) = 0，l 和 acc 保持 0）。", _minus_inf_minus_inf),
+                "这时把减去的最大值当作 0（exp(−inf) = 0，l 和 acc 保持 0）。两处减法（本块的 s − m_new 和旧和的 "
+                "m − m_new）都要这样保护。", _minus_inf_minus_inf),
+        Mistake("用 clamp 给最大值设了一个有限的下限来防 NaN：真实分数比这个下限还小的行（如 −20000）也被改了，"
+                "exp(s − 下限) 下溢成 0。只在 m_new 是 −inf 的那些行把它换成 0（torch.where）。", _clamped_guard),
     ),
     forbidden=(
         Forbidden("本题要求手写分块 softmax 的更新（exp、max、求和），不要调用 softmax 或 logsumexp",
                   functions=(torch.softmax, F.softmax, torch.Tensor.softmax, torch.logsumexp,
-                             torch.Tensor.logsumexp, F.log_softmax, torch.log_softmax),
+                             torch.Tensor.logsumexp, F.log_softmax, torch.log_softmax, torch.Tensor.log_softmax,
+                             F.softmin, torch.special.softmax, torch.special.log_softmax,
+                             torch.special.logsumexp),
                   example=_online_via_softmax),
         Forbidden("本题要求手写分块 softmax 的更新，不要调用课程包（tc.tiled_attention 等）",
                   course=True, example=lambda m, denom, acc, scores, v: (
@@ -272,6 +291,14 @@ def _rolling_with_course(buffer: Tensor, new: Tensor, pos: int) -> tuple[Tensor,
     return cache.k[0, 0, 0].clone(), keys[0, 0]
 
 
+def _rolling_repeated_slots(buffer: Tensor, new: Tensor, pos: int) -> tuple[Tensor, Tensor]:
+    w = buffer.shape[0]
+    kept = buffer[[p % w for p in range(max(0, pos - w), pos)]]
+    out = buffer.clone()
+    out[(pos + torch.arange(new.shape[0])) % w] = new  # every new position, some slots twice
+    return out, torch.cat([kept, new])
+
+
 ROLLING = Exercise(
     name="rolling_update",
     reference=_rolling_reference,
@@ -290,6 +317,9 @@ ROLLING = Exercise(
     forbidden=(
         Forbidden("本题要求自己用张量运算写出环形缓冲区，不要调用课程包（tc.RollingKVCache）",
                   course=True, example=_rolling_with_course),
+        Forbidden("同一个槽位在一次赋值里被写了不止一次（新位置比窗口还多时，(pos + i) % W 会重复）："
+                  "PyTorch 不保证留下的是哪一个值（在 GPU 上真的会变）。只写最后 W 个新位置",
+                  unique_writes=True, example=_rolling_repeated_slots),
     ),
 )
 check_rolling_update = ROLLING.check

@@ -1,15 +1,20 @@
 """Checkers for chapter 16 (RoPE 外推、批量生成与混合专家).
 
-Each exercise lists the typical mistakes it recognises and forbids the shortcut its statement rules out;
+Each exercise lists the typical mistakes it recognises and forbids the shortcut its statement rules out
+(练习 1 RoPE's angles under scaling, 练习 2 the attention mask of a padded batch, 练习 3 the load-balancing
+loss, whose gradient is checked too);
 ``tests/test_exercises.py`` proves that every one of them is rejected with its own hint. The references are
 written out by hand (float64) and share no code with their mistakes. The last ordinary case of each
 exercise is an earlier case's twin (its sizes, other values).
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import Tensor
 
+from .. import attention as course_attention
 from .. import moe as course_moe
 from .. import positional as course_positional
 from ..config import RopeScaling
@@ -114,62 +119,89 @@ FREQS = Exercise(
 check_scaled_rope_angles = FREQS.check
 
 
-# ---- 练习 2: per-row positions of a left-padded batch ------------------------------------------
+# ---- 练习 2: the attention mask of a padded batch, causal and never an empty row --------------------
 
-def _mask(rows: list[list[int]]) -> Tensor:
-    return torch.tensor(rows, dtype=torch.long)  # (B, T) 1 real, 0 padding
+def _padding(rows: list[list[int]]) -> Tensor:
+    return torch.tensor(rows, dtype=torch.long)  # (B, Tk) 1 real, 0 padding
 
 
-def _positions_cases() -> list[tuple]:
-    # Left-padded masks: B and T differ between cases; rows with no padding, one padding slot, several,
-    # and all padding but the last token; a single row; length 1; the last is the first's twin.
+def _batch_mask_cases() -> list[tuple]:
+    # (attention_mask (B, Tk), t_new): padding on the left, on the right, in the middle, none, and a row
+    # that is padding only; t_new = Tk (the prompt), 1 (a decoding step) and in between; B, Tk and t_new
+    # differ in every case; the last is the first's twin (its sizes, other padding).
     return [
-        (_mask([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1], [0, 0, 0, 0, 1]]),),
-        (_mask([[0, 1, 1, 1, 1, 1, 1], [0, 0, 0, 1, 1, 1, 1]]),),
-        (_mask([[0, 0, 0, 0, 0, 0, 1, 1, 1]]),),
-        (_mask([[1], [1], [1], [1]]),),
-        (_mask([[1, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1], [0, 1, 1, 1], [1, 1, 1, 1], [0, 0, 1, 1]]),),
-        (_mask([[0, 0, 0, 1, 1], [0, 1, 1, 1, 1], [0, 0, 0, 0, 1]]),),
+        (_padding([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 1]]), 6),
+        (_padding([[0, 1, 1, 1, 1, 1, 1, 1], [0, 0, 0, 1, 1, 1, 1, 1]]), 1),
+        (_padding([[1, 1, 0, 0, 1, 1, 1], [0, 0, 0, 0, 0, 0, 0], [1, 1, 1, 1, 1, 0, 0], [0, 1, 0, 1, 1, 0, 1]]), 3),
+        (_padding([[0, 0, 0, 1, 1], [1, 1, 1, 1, 0]]), 5),
+        (_padding([[1, 0, 1, 1]]), 2),
+        (_padding([[0, 1, 1, 1, 1, 1], [0, 0, 0, 1, 1, 1], [1, 1, 1, 1, 1, 1]]), 6),
     ]
 
 
-def _positions_reference(attention_mask: Tensor) -> Tensor:
-    real = attention_mask.long()  # (B, T)
-    before = real.cumsum(dim=1) - real  # (B, T): real tokens strictly before each slot
-    return before * real  # a real token's position; padding slots 0
+def _columns(attention_mask: Tensor, t_new: int) -> tuple[Tensor, Tensor]:
+    """Key columns (Tk,) and the columns of the last t_new queries (t_new,)."""
+    t_k = attention_mask.shape[1]
+    return torch.arange(t_k), torch.arange(t_k - t_new, t_k)
 
 
-def _positions_loop(attention_mask: Tensor) -> Tensor:
-    return torch.stack([(row.cumsum(0) - 1).clamp(min=0) for row in attention_mask])  # one row at a time
+def _batch_mask_reference(attention_mask: Tensor, t_new: int) -> Tensor:
+    keys, queries = _columns(attention_mask, t_new)
+    real = attention_mask.bool()  # (B, Tk)
+    causal = keys[None, :] <= queries[:, None]  # (t_new, Tk): itself and the columns on its left
+    sees = real[:, None, :] | ~real[:, queries, None]  # (B, t_new, Tk): real keys; a padding query, any
+    return causal & sees
 
 
-PADDED = Exercise(
-    name="padded_positions",
-    reference=_positions_reference,
-    make_cases=_positions_cases,
+def _causal_from(first_query: Callable[[int, int], int]) -> Callable[[Tensor, int], Tensor]:
+    """The right padding rule with a causal mask whose first query sits at column ``first_query(Tk, t_new)``."""
+    def attempt(attention_mask: Tensor, t_new: int) -> Tensor:
+        keys, queries = _columns(attention_mask, t_new)
+        real = attention_mask.bool()
+        causal = keys[None, :] <= torch.arange(t_new)[:, None] + first_query(len(keys), t_new)
+        return causal & (real[:, None, :] | ~real[:, queries, None])
+    return attempt
+
+
+def _batch_mask_with(sees: Callable[[Tensor, Tensor], Tensor]) -> Callable[[Tensor, int], Tensor]:
+    """The right causal mask with another padding rule ``sees(real (B, Tk), query columns) -> (B, t_new, Tk)``."""
+    def attempt(attention_mask: Tensor, t_new: int) -> Tensor:
+        keys, queries = _columns(attention_mask, t_new)
+        return (keys[None, :] <= queries[:, None]) & sees(attention_mask.bool(), queries)
+    return attempt
+
+
+BATCH_MASK = Exercise(
+    name="padded_causal_mask",
+    reference=_batch_mask_reference,
+    make_cases=_batch_mask_cases,
     mistakes=(
-        Mistake("你给每一行都用了 0, 1, …, T−1：左填充之后，一行的第一个真实 token 在第 (填充个数) 列，"
-                "它的位置应是 0，就像这条 prompt 单独输入时一样。",
-                lambda m: torch.arange(m.shape[1]).expand(m.shape).clone()),
-        Mistake("差了一：cumsum 数的是「到这里为止（含自己）」的真实 token，第一个真实 token 得到 1；"
-                "位置要从 0 开始，减去 1。",
-                lambda m: m.long().cumsum(dim=1)),
-        Mistake("填充位置成了负数（−1）：cumsum − 1 在填充处是 −1，位置表和 RoPE 都不接受负的位置；"
-                "把它截到 0（填充的位置是多少无所谓，它们不会被真实 token 看到）。",
-                lambda m: m.long().cumsum(dim=1) - 1),
-        Mistake("填充位置成了负数：0..T−1 减去填充个数，真实 token 对了，填充处却是 −k..−1；"
-                "把它们截到 0。",
-                lambda m: torch.arange(m.shape[1]) - (m.shape[1] - m.long().sum(dim=1, keepdim=True))),
-        Mistake("你只把填充处清零，真实 token 的位置仍是它所在的列号：位置要从这一行的第一个真实 token 数起，"
-                "它是 0。",
-                lambda m: torch.arange(m.shape[1]) * m.long()),
+        Mistake("因果掩码的起点不对：这次算的是最后 t_new 个位置，第 i 个新查询在第 Tk − t_new + i 列，"
+                "可以看到它左边的全部列；你把它放在了第 i 列（tril 要带 diagonal=Tk − t_new）。",
+                _causal_from(lambda t_k, t_new: 0)),
+        Mistake("没有因果掩码：查询只能看它自己和它左边的列，右边的是未来。",
+                lambda m, t_new: m.bool()[:, None, :] | ~m.bool()[:, -t_new:, None]),
+        Mistake("真实 token 的查询看到了填充位置上的键：要把这些键（attention_mask 为 0 的列）遮住。",
+                _batch_mask_with(lambda real, q: torch.ones_like(real)[:, None, :].expand(-1, len(q), -1))),
+        Mistake("填充位置上的查询什么也看不到：这一行全是 False，softmax 会得到 NaN。"
+                "让填充位置上的查询可以看它左边（含自己）的任何键，它的输出反正没人用。",
+                _batch_mask_with(lambda real, q: real[:, None, :].expand(-1, len(q), -1))),
+        Mistake("填充掩码加在了查询（行）上，而不是键（列）上：要遮住的是真实 token 去看填充位置上的 **键**。",
+                _batch_mask_with(lambda real, q: real[:, q, None].expand(-1, -1, real.shape[1]))),
+        Mistake("查询是不是填充，要看它们自己所在的列：新的查询是 attention_mask 的 **最后** t_new 列，"
+                "你取了前 t_new 列。",
+                _batch_mask_with(lambda real, q: real[:, None, :] | ~real[:, : len(q), None])),
     ),
     forbidden=(
-        Forbidden("本题要求不用循环：用 cumsum 一次算出整批的位置，不要逐行处理",
-                  loops=True, example=_positions_loop),
+        Forbidden("本题要求自己用比较和逻辑运算拼出掩码，不要调用课程包（tc.causal_mask、模型的 forward 等）",
+                  course=True, example=lambda m, t_new: course_attention.causal_mask(t_new, m.shape[1])
+                  & (m.bool()[:, None, :] | ~m.bool()[:, -t_new:, None])),
+        Forbidden("本题要求不用循环：用广播一次算出整批的掩码，不要逐行或逐个查询处理",
+                  loops=True, example=lambda m, t_new: torch.stack([_batch_mask_reference(row[None], t_new)[0]
+                                                                     for row in m])),
     ),
 )
-check_padded_positions = PADDED.check
+check_padded_causal_mask = BATCH_MASK.check
 
 
 # ---- 练习 3: the load-balancing loss -------------------------------------------------------------
@@ -210,6 +242,7 @@ BALANCE = Exercise(
     name="load_balancing_loss",
     reference=_balance_reference,
     make_cases=_balance_cases,
+    grad=True,  # the router learns through this loss
     mistakes=(
         Mistake("少了因子 E（专家数）：Σ f·P 在均衡时是 1/E，乘上 E 才让均衡时的损失是 1、全部塌到一个专家时是 E，"
                 "与专家数无关地好比较。",
@@ -240,4 +273,4 @@ BALANCE = Exercise(
 )
 check_load_balancing_loss = BALANCE.check
 
-EXERCISES = (FREQS, PADDED, BALANCE)
+EXERCISES = (FREQS, BATCH_MASK, BALANCE)
