@@ -39,7 +39,7 @@ _HAN_RE = re.compile(f"[{_HAN}]")
 FORM_TOKENS = {form: f"<|{form}|>" for form in REGULAR_FORMS}
 SHIPPED_FORMAT = "transformer_course shipped poet v1"
 # SHA-256 of data/poet.pt, written by tools/ship_poet.py.
-SHIPPED_SHA256 = "061b3837ff7d59154286a0e9f6ce64d290581eeb3cb6b6685c0c5291a516929c"
+SHIPPED_SHA256 = "1b91bfc198bf7c66ad2cbd23d2f8806fcd49346dc9a2e4f29d79fcb1130621d3"
 
 # Each recipe: the model, then the run. tokens: per batch (the row count depends on the form).
 RECIPES = {
@@ -244,9 +244,12 @@ def evaluate(model: DecoderOnly, vocab: CharVocab, *, per_form: int = 50, seed: 
 def export(model: DecoderOnly, vocab: CharVocab, path: str | Path, run: dict | None = None) -> str:
     """Write the shipped file: each float matrix as int8 with one float32 scale per row (symmetric,
     ``scale = max|row| / 127``), vectors in float32, and ``run`` (how it was trained: plain values, read
-    back by ``shipped_run``); returns the file's SHA-256."""
-    state = {}
-    for name, w in model.state_dict().items():
+    back by ``shipped_run``); a tied output layer is stored once, as the embedding; returns the file's SHA-256."""
+    state, seen = {}, set()
+    for name, w in model.state_dict(keep_vars=True).items():
+        if w.data_ptr() in seen:  # the output layer tied to the token embedding
+            continue
+        seen.add(w.data_ptr())
         w = w.detach().float().cpu()
         if w.dim() == 2:
             scale = (w.abs().amax(dim=1, keepdim=True) / 127).clamp(min=1e-12)  # (rows, 1)
@@ -294,7 +297,10 @@ def load_shipped(path: str | Path | None = None, device: str = "cpu") -> tuple[D
         raise ValueError("the file's vocabulary is not in CharVocab's order")
     model = DecoderOnly(TransformerConfig(**saved["config"]))
     state = {name: (v["q"].float() * v["scale"]) if "q" in v else v["w"] for name, v in saved["state"].items()}
-    model.load_state_dict(state)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    tied = model.lm_head.weight is model.transformer.tok_emb.weight
+    if unexpected or set(missing) - ({"lm_head.weight"} if tied else set()):
+        raise ValueError(f"the file's weights do not fit the model: missing {missing}, unexpected {unexpected}")
     return model.to(device).eval(), vocab
 
 

@@ -5,10 +5,10 @@ a module argument whose weights, ``requires_grad`` flags or train/eval mode the 
 """
 from __future__ import annotations
 
+import copy
 import os
 import signal
 import sys
-import copy
 import threading
 import types
 from contextlib import contextmanager

@@ -147,7 +147,7 @@ def _compare_unsafe(got: Any, expected: Any, atol: float, dtype: torch.dtype | N
     if not expected.is_floating_point() and got.dtype != expected.dtype:  # int32 and uint8 are not int64
         return f"dtype 应为 {expected.dtype}，实际是 {got.dtype}（整数结果要用题目要求的整数类型，uint8 还会回绕）。"
     if not expected.is_floating_point():  # token ids, counts: exactly equal
-        wrong = got.long() != expected.long()
+        wrong = got != expected  # the same dtype, checked above
         return None if not wrong.any() else _where(wrong, got, expected,
                                                    "有元素取值不对（整数结果应与参考答案完全相同）")
     g, e = got.double(), expected.double()

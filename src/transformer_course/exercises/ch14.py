@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
+from .. import poetics as course_poetics
 from ..attention import causal_mask
 from ..config import TransformerConfig
 from ..models import DecoderOnly
@@ -188,7 +189,7 @@ def _sdpa_gpt(model: DecoderOnly, idx: Tensor) -> Tensor:
 # (b) 对: position 2 differs between the two clauses of a couplet; (c) 粘: position 2 of a couplet's
 # second clause equals position 2 of the next couplet's first clause.
 
-_LEVEL, _OBLIQUE, _SKIP = 0, 1, 2
+_SKIP = 2  # a character whose tone is not counted (0 = 平, 1 = 仄)
 _Pairs = list[tuple[Tensor, Tensor, bool]]  # (left characters, right characters, should they match), (N, k) each
 
 
@@ -276,9 +277,8 @@ check_tone_checks = TONE_CHECKS.check
 
 
 def _course_route(tones: Tensor) -> tuple[Tensor, Tensor]:
-    """The package's tone_checks on text made of characters with the given tones (a forbidden shortcut)."""
-    from .. import poetics
-    poetics.clauses("")  # any call into the package is the shortcut
+    """The right counts after a call into the package's poem metrics (the forbidden shortcut)."""
+    course_poetics.clauses("")
     return _tones_reference(tones)
 
 

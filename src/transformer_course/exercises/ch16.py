@@ -153,14 +153,12 @@ def _batch_mask_reference(attention_mask: Tensor, t_new: int) -> Tensor:
     return causal & sees
 
 
-def _causal_from(first_query: Callable[[int, int], int]) -> Callable[[Tensor, int], Tensor]:
-    """The right padding rule with a causal mask whose first query sits at column ``first_query(Tk, t_new)``."""
-    def attempt(attention_mask: Tensor, t_new: int) -> Tensor:
-        keys, queries = _columns(attention_mask, t_new)
-        real = attention_mask.bool()
-        causal = keys[None, :] <= torch.arange(t_new)[:, None] + first_query(len(keys), t_new)
-        return causal & (real[:, None, :] | ~real[:, queries, None])
-    return attempt
+def _causal_without_offset(attention_mask: Tensor, t_new: int) -> Tensor:
+    """The right padding rule, with the causal mask's first new query at column 0 (a tril without the offset)."""
+    keys, queries = _columns(attention_mask, t_new)
+    real = attention_mask.bool()
+    causal = keys[None, :] <= torch.arange(t_new)[:, None]
+    return causal & (real[:, None, :] | ~real[:, queries, None])
 
 
 def _batch_mask_with(sees: Callable[[Tensor, Tensor], Tensor]) -> Callable[[Tensor, int], Tensor]:
@@ -178,7 +176,7 @@ BATCH_MASK = Exercise(
     mistakes=(
         Mistake("因果掩码的起点不对：这次算的是最后 t_new 个位置，第 i 个新查询在第 Tk − t_new + i 列，"
                 "可以看到它左边的全部列；你把它放在了第 i 列（tril 要带 diagonal=Tk − t_new）。",
-                _causal_from(lambda t_k, t_new: 0)),
+                _causal_without_offset),
         Mistake("没有因果掩码：查询只能看它自己和它左边的列，右边的是未来。",
                 lambda m, t_new: m.bool()[:, None, :] | ~m.bool()[:, -t_new:, None]),
         Mistake("真实 token 的查询看到了填充位置上的键：要把这些键（attention_mask 为 0 的列）遮住。",
