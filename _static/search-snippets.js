@@ -13,13 +13,16 @@
   };
   const DROP = [".headerlink", "script", "style", "div.cell_input", "div.cell_output", "pre",
     "div.math", ".math-wrapper", "mjx-container", "nav", ".prev-next-area", ".toggle-details__summary",
-    "button", ".solution", ".dropdown"];
+    "button", "summary", ".solution", ".dropdown"];
 
-  // "\(\frac{QK^\top}{\sqrt{d_k}}\)" -> "frac QK^top √d_k": symbols kept, TeX markup removed.
+  const FORMAT = ["mathrm", "text", "mathbf", "operatorname", "left", "right", "big", "Big"];  // dropped
+  const SPACED = ["frac", "top", "quad", "qquad"];  // a space
+  // "\(\frac{QK^\top}{\sqrt{d_k}}\)" -> "QK^ √d_k", "\(d_{\text{head}}\)" -> "d_head": symbols kept, TeX
+  // markup removed.
   const plainMath = (tex) => tex
     .replace(/^\\\(|\\\)$/g, "")
-    .replace(/\\([A-Za-z]+)/g, (_, name) => SYMBOLS[name] ?? (["mathrm", "text", "mathbf", "operatorname",
-      "left", "right", "big", "Big", "frac", "top", "quad", "qquad"].includes(name) ? " " : name))
+    .replace(/\\([A-Za-z]+)/g, (_, name) => SYMBOLS[name] ?? (FORMAT.includes(name) ? "" : SPACED.includes(name)
+      ? " " : name))
     .replace(/[{}]/g, "")
     .replace(/\\[,;! ]/g, " ")
     .replace(/\s+/g, " ")

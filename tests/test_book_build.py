@@ -181,6 +181,76 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, book):
     assert not wide, f"pages wider than a {PHONE[0]} px phone (px too wide): {wide}"
 
 
+PHONE_PROBE = r"""
+const box = (e) => e.scrollWidth > e.clientWidth + 1;
+const scrolls = (e) => ["auto", "scroll"].includes(getComputedStyle(e).overflowX);
+const line = (e) => parseFloat(getComputedStyle(e).lineHeight) || 1.5 * parseFloat(getComputedStyle(e).fontSize);
+const screen = document.documentElement.clientWidth;
+return {
+  code: [...document.querySelectorAll(".cell_input pre")].filter(box).length,
+  outputs: [...document.querySelectorAll(".cell_output pre")].filter(
+    (e) => box(e) && !e.closest(".aligned")).length,
+  formulas: [...document.querySelectorAll('mjx-container[display="true"]')].filter(
+    (m) => m.getBoundingClientRect().right > screen + 1 || (box(m) && !scrolls(m))).length,
+  squeezed: [...document.querySelectorAll("td code, th code")].filter(
+    (c) => c.getBoundingClientRect().height > 2 * line(c)).length,
+};
+"""
+
+
+@pytest.fixture(scope="module")
+def phone_pages(browser, book):
+    """What a 390 px phone shows on each page: code blocks, prose-like outputs and formulas wider than
+    their box without a scrollbar of their own, and code in table cells broken over several lines."""
+    pages = sorted(p.relative_to(book[1]).as_posix() for p in (book[1] / "book").glob("*.html"))
+    out = {}
+    for page in pages:
+        driver = _open(browser, page, PHONE)
+        driver.execute_script("return window.MathJax && MathJax.startup && MathJax.startup.promise")
+        out[page] = driver.execute_script(PHONE_PROBE)
+    return out
+
+
+@pytest.mark.parametrize("kind", ["code", "outputs", "formulas", "squeezed"])
+def test_a_phone_shows_code_outputs_formulas_and_tables_without_scrolling_them(phone_pages, kind):
+    """At 390 px code cells and prose-like outputs wrap (outputs whose columns line up keep a scrollbar),
+    a wide formula scrolls in its own box instead of being cut, and code in a table cell stays on one
+    line while the table scrolls (_static/course.css; the "aligned" mark from tools/sphinx_course.py)."""
+    bad = {page: found[kind] for page, found in phone_pages.items() if found[kind]}
+    assert not bad, f"{kind} that do not fit a {PHONE[0]} px phone, per page: {bad}"
+
+
+def test_a_tap_on_a_solutions_title_opens_it_and_stays_on_the_page(browser):
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    driver = _open(browser, "book/03_self_attention.html", PHONE)
+    solution = driver.find_element(By.CSS_SELECTOR, "div.solution.dropdown")
+    title = solution.find_element(By.CSS_SELECTOR, ".admonition-title")
+    assert not title.find_elements(By.TAG_NAME, "a"), "the title holds a link: a tap jumps away"
+    assert title.text.startswith("解答：练习 3.1（"), title.text
+    url = driver.current_url
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", title)
+    text = title.find_element(By.CSS_SELECTOR, ".solution-of")
+    ActionChains(driver).move_to_element(text).click().perform()  # a tap where the exercise's name is
+    time.sleep(0.5)
+    code = solution.find_element(By.CSS_SELECTOR, ".cell_input pre")
+    assert code.is_displayed() and driver.current_url == url
+    assert "### BEGIN SOLUTION" not in code.text and "def attention" in code.text
+    live = driver.page_source  # what the page's scripts wrote too (togglebutton.js adds its buttons)
+    assert not re.search(r"Link to this|Toggle hidden|Show code cell|Hide code cell", live)
+
+
+def test_pages_hold_no_english_interface_text_nor_solution_markers(book):
+    english = re.compile(r"Link to this|Toggle hidden|Show code cell|Hide code cell|### (?:BEGIN|END) SOLUTION")
+    found = {}
+    for page in sorted((book[1] / "book").glob("*.html")):
+        hits = sorted(set(english.findall(page.read_text(encoding="utf-8"))))
+        if hits:
+            found[page.name] = hits
+    assert not found, found
+
+
 def search_queries() -> list[tuple[str, list[str]]]:
     """(query, pages that must answer it): every glossary term with the chapters the glossary names for
     it, and every chapter's title (without 第 N 章) with that chapter."""
@@ -199,6 +269,8 @@ def test_search_finds_every_glossary_term_and_chapter_title_in_the_top_three(bro
         time.sleep(0.1)
     queries = search_queries()
     assert len(queries) > 80
+    assert all(pages for _, pages in queries), \
+        f"glossary rows naming no chapter: {[q for q, pages in queries if not pages]}"
     missed = {}
     for query, pages in queries:
         shown = driver.execute_script(
@@ -215,16 +287,22 @@ def test_search_snippets_are_readable_text(browser):
     (_static/search-snippets.js)."""
     from selenium.webdriver.common.by import By
 
-    driver = _open(browser, "search.html?q=缩放", DESKTOP)
-    for _ in range(100):
-        snippets = [p.text for p in driver.find_elements(By.CSS_SELECTOR, "#search-results p.context")]
-        if len(snippets) >= 3:
-            break
-        time.sleep(0.2)
-    assert len(snippets) >= 3, snippets
-    raw = [s for s in snippets if re.search(r"\\[(\[]|\\[a-zA-Z]+|\$|NBVAL|tc\.claim|\n", s)]
+    snippets = []
+    for query in ("缩放", "分组查询注意力"):  # the second finds "\(d_{\text{head}}=64\)" in chapter 11
+        driver = _open(browser, f"search.html?q={query}", DESKTOP)
+        found: list[str] = []
+        for _ in range(60):  # results arrive one by one: wait until three or more stop changing
+            time.sleep(0.5)
+            now = [p.text for p in driver.find_elements(By.CSS_SELECTOR, "#search-results p.context")]
+            if len(now) >= 3 and now == found:
+                break
+            found = now
+        assert len(found) >= 3, found
+        snippets += found
+    raw = [s for s in snippets if re.search(r"\\[(\[]|\\[a-zA-Z]+|\$|NBVAL|tc\.claim|\n|\w_ ", s)]
     assert not raw, f"snippets with TeX or code: {raw}"
     assert any("缩放" in s for s in snippets), snippets
+    assert any("d_head" in s for s in snippets), snippets  # \(d_{\text{head}}\), not "d_ head"
 
 
 def test_the_whole_book_prints_as_one_pdf(book, tmp_path):

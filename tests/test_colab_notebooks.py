@@ -101,9 +101,13 @@ def test_plain_markdown_renders_callouts_exercises_and_answers_without_myst(fold
         html = "\n".join(md.render(text) for text in markdown_cells(nb))
         visible = re.sub(r"<pre>.*?</pre>|<code>.*?</code>", "", html, flags=re.DOTALL)
         assert not myst_left(visible), f"{folder}/{chapter.name}: {myst_left(visible)[:3]}"
-        # every admonition a blockquote whose first line is its bold title
-        admonitions = _count(r"^:::\{admonition\}", book)
+        # every admonition a blockquote whose first line is its bold title; a folded one (the hints
+        # after an exercise) folded here too
+        folded = len(re.findall(r"^:::\{admonition\}[^\n]*\n:class: dropdown", "\n".join(book), re.MULTILINE))
+        admonitions = _count(r"^:::\{admonition\}", book) - folded
         assert len(re.findall(r"<blockquote>\n<p><strong>[⚠ℹ] ", html)) == admonitions, chapter.name
+        hints = html.count("<details><summary>提示：")
+        assert hints == folded, chapter.name
         # every exercise a heading, numbered as in the book (练习 3.1, 3.2 …) unless :nonumber:
         numbered = _count(r"^```\{exercise\}", book) - _count(r"^:nonumber:", book)
         numbers = re.findall(r"<h[3-6]>练习 (\d+\.\d+)", html)
@@ -112,11 +116,11 @@ def test_plain_markdown_renders_callouts_exercises_and_answers_without_myst(fold
         gates = _count(r"^```\{solution-start\}", book)
         if folder == "colab":  # written answers folded, code answers under a heading
             assert html.count(f"<details><summary>{SOLUTION_TITLE}</summary>") == answers
-            assert html.count("</details>") == answers
+            assert html.count("</details>") == answers + hints
             assert len(re.findall(rf"<h[4-6]>{SOLUTION_TITLE}</h[4-6]>", html)) == gates
         else:
             assert html.count(md.renderInline(SOLUTION_NOTE)) == answers
-            assert "<details>" not in html and f">{SOLUTION_TITLE}</h" not in html
+            assert html.count("<details>") == hints and f">{SOLUTION_TITLE}</h" not in html
 
 
 def test_links_to_colab_are_resolved_to_this_repository():
@@ -158,6 +162,8 @@ LABELS = collect_labels({
     (":::{admonition} 「误区」\n:class: warning\n第一行\n\n- 一项\n:::\n接着",
      "> **⚠ 「误区」**\n>\n> 第一行\n>\n> - 一项\n\n接着"),
     ("::::{note}\n:::{tip} 小提示\n内层\n:::\n::::", "> **ℹ 注意**\n>\n> > **ℹ 小提示**\n> >\n> > 内层"),
+    (":::{admonition} 提示\n:class: dropdown tip\n检查器认得 `a`\n:::",
+     "<details><summary>提示</summary>\n\n检查器认得 `a`\n\n</details>"),
     ("## 练习\n\n```{solution-start} x\n:class: dropdown\n```", "## 练习\n\n#### 解答"),
     ("```{solution-end}\n```", ""),
     ("```{solution} x\n:class: dropdown\n\n答案 $a$\n```",

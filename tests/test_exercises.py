@@ -63,6 +63,9 @@ def test_each_typical_mistake_is_rejected_with_its_own_hint(exercise):
     for i, mistake in enumerate(exercise.mistakes, start=1):
         outcome = _record(exercise, try_attempt(exercise, f"mistake {i}", mistake.fn, mistake.hint))
         assert outcome.rejected, (mistake.hint, outcome.message)
+        # the first time, a nudge that locates the mistake (which case) without its fix
+        assert "组测试" in outcome.nudge and mistake.hint not in outcome.nudge, outcome.nudge
+        assert mistake.nudge in outcome.nudge and "\n" not in outcome.nudge and "e+" not in outcome.nudge
 
 
 @pytest.mark.parametrize("exercise", [e for e in EXERCISES if shortcuts(e)],
@@ -109,6 +112,23 @@ def test_check_prints_one_line(capsys):
     EXERCISES[0].check(EXERCISES[0].reference)
     out = capsys.readouterr().out
     assert out.count("\n") == 1 and PASS in out
+
+
+def test_hints_escalate_a_nudge_first_then_the_fix_for_the_same_mistake(capsys):
+    """The first failure locates the problem; the same mistake again gets the hint with the fix; another
+    failure in between, or a pass, starts over."""
+    from transformer_course.exercises import ch05
+
+    mistake = next(m for m in ch05.MHA.mistakes if "√C" in m.hint)
+    printed = []
+    for fn in (mistake.fn, mistake.fn, mistake.fn, ch05.MHA.mistakes[0].fn, mistake.fn, ch05.MHA.reference,
+               mistake.fn):
+        ch05.check_multi_head_attention(fn)
+        printed.append(capsys.readouterr().out.strip())
+    first, again, third, other, back, passed, fresh = printed
+    assert mistake.nudge in first and "第 1 组测试（x 形状 (2, 5, 12)、w_qkv 形状 (12, 36)" in first
+    assert "√C" not in first and again.endswith(mistake.hint) and third == again
+    assert ch05.MHA.mistakes[0].nudge in other and back == first and PASS in passed and fresh == first
 
 
 # ---- the machinery, on a small exercise of its own --------------------------------------------

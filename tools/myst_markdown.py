@@ -8,7 +8,8 @@ MyST                                      plain Markdown
 ========================================  ============================================================
 ``(label)=`` target line                  dropped
 ``:::{admonition} title`` / ``{note}``,   a blockquote: ``> **⚠ title**`` (``ℹ`` for note, tip and the
-``{warning}``, ``{tip}``… (``:class:``)   like), then the body, each line quoted
+``{warning}``, ``{tip}``… (``:class:``)   like), then the body, each line quoted; with ``:class: dropdown``
+                                          ``<details><summary>title</summary>`` … ``</details>``
 ```` ```{exercise} title ```` with         a heading one level below the last heading seen,
 ``:label:`` (``:nonumber:``)              ``### 练习 C.N　title`` (C the chapter, N its numbered
                                           exercises; ``:nonumber:`` gives ``### title``), then the body
@@ -168,6 +169,8 @@ def _directive(name: str, arg: str, body: list[str], ctx: Context) -> list[str]:
         kinds = {name, *options.get("class", "").split()}
         icon = "⚠" if kinds & WARNING_KINDS else "ℹ"
         title = _inline(arg or ADMONITIONS[name] or "注意", ctx)
+        if "dropdown" in kinds:  # folded on the page: folded here too
+            return [f"<details><summary>{title}</summary>", "", *_blocks(body, ctx), "", "</details>"]
         quoted = [f"> {line}" if line.strip() else ">" for line in _blocks(body, ctx)]
         return [f"> **{icon} {title}**", ">", *quoted]
     if name == "exercise":

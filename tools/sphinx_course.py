@@ -166,21 +166,34 @@ UI_STRINGS = {
     "Launch on Colab": "在 Colab 打开", "Search this book...": "搜索本书…",
     "Toggle primary sidebar": "显示或隐藏目录", "Toggle secondary sidebar": "显示或隐藏本页目录",
     "Toggle hidden content": "展开或收起", "Link to this heading": "链接到本节", "Main": "正文",
+    "Link to this image": "链接到本图", "Link to this table": "链接到本表", "Link to this equation": "链接到本公式",
+    "Link to this code": "链接到本段代码", "Link to this definition": "链接到本定义",
     "Page": "本页", "列印成 PDF": "打印成 PDF",
 }
 
 
+# sphinx-exercise titles a solution "解答" + a link to its exercise: on a phone most of the title is that
+# link, and a tap jumped to the exercise instead of opening the solution. The link becomes text.
+_SOLUTION_TITLE = re.compile(r'(<p class="admonition-title">解答)<a class="reference internal" href="[^"]*">\s*'
+                             r'(练习(?: [\d.]+)?) \((.*?)\)</a>')
+
+
 def translate_ui(html: str) -> str:
-    """``html`` with the theme's English attribute values and copyright line in Simplified Chinese."""
+    """``html`` with the theme's English attribute values and copyright line in Simplified Chinese, and
+    each solution's title as plain text (``解答：练习 3.1（缩放点积注意力）``)."""
     for english, chinese in UI_STRINGS.items():
         html = html.replace(f'="{english}"', f'="{chinese}"')
+    html = _SOLUTION_TITLE.sub(r'\1<span class="solution-of">：\2（\3）</span>', html)
     return re.sub(r"© Copyright (\d{4})\.", r"© \1 版权所有", html)
 
 
 def _translate_ui_strings(app: Sphinx, exception: Exception | None) -> None:
     if exception is not None or app.builder.format != "html":
         return
-    for page in Path(app.outdir).rglob("*.html"):
+    # togglebutton.js writes its button's aria-label into every page when it runs
+    for page in [*Path(app.outdir).rglob("*.html"), Path(app.outdir) / "_static" / "togglebutton.js"]:
+        if not page.exists():
+            continue
         text = page.read_text(encoding="utf-8")
         translated = translate_ui(text)
         if translated != text:
@@ -201,7 +214,7 @@ def glossary_terms(root: Path) -> dict[str, list[str]]:
     docs_by_appendix = {"附录 C": "book/appendix_performance"}
     out: dict[str, list[str]] = {}
     for line in (root / "book" / "appendix_glossary.md").read_text(encoding="utf-8").splitlines():
-        cells = [c.strip() for c in line.split("|")]
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)]  # `<\|七绝\|>` is one cell
         if len(cells) < 6 or cells[1] in ("", "中文") or set(cells[1]) <= {"-", " "}:
             continue
         where = [docs[int(n)] for n in re.findall(r"\d+", cells[4]) if int(n) in docs]
@@ -259,6 +272,25 @@ def _add_index_entries(app: Sphinx, doctree: nodes.document) -> None:
         doctree.insert(0, addnodes.index(entries=entries, inline=False))
 
 
+_SOLUTION_MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n", re.M)
+_ALIGNED = re.compile(r"\S {2,}\S")
+
+
+def _tidy_code_blocks(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    """The ``### BEGIN/END SOLUTION`` lines (markers for the exercise version) leave the page's code, and
+    an output whose columns line up (two or more lines with a run of spaces inside) is marked ``aligned``,
+    so that a phone scrolls it rather than wrapping it (_static/course.css)."""
+    for block in list(doctree.findall(nodes.literal_block)):
+        text = block.astext()
+        if "output" in block["classes"]:
+            if sum(bool(_ALIGNED.search(line)) for line in text.splitlines()) >= 2:
+                block["classes"].append("aligned")
+        elif "SOLUTION" in text and _SOLUTION_MARKER.search(text + "\n"):
+            kept = _SOLUTION_MARKER.sub("", text + "\n").rstrip("\n")
+            block.children = [nodes.Text(kept)]
+            block.rawsource = kept
+
+
 _CARRIAGE_RETURN = re.compile(r".*\r(?=[^\n])")  # a line rewritten in place: keep what follows the \r
 _BACKSPACE = re.compile("[^\n]\x08")  # a character erased by a backspace
 
@@ -297,6 +329,7 @@ def setup(app: Sphinx) -> dict:
 
     myst_nb.core.render.coalesce_streams = merge_streams  # what nb_merge_streams calls (see merge_streams)
     app.connect("doctree-resolved", _replace_widgets)
+    app.connect("doctree-resolved", _tidy_code_blocks)
     app.connect("html-page-context", _launch_colab_version, priority=600)  # after the theme's 501
     app.connect("env-get-updated", _number_exercises_per_chapter, priority=900)  # after Sphinx's numbers
     app.connect("build-finished", _translate_ui_strings)

@@ -273,12 +273,14 @@ GENERIC: dict[str, Generic] = {
 
 @dataclass(frozen=True)
 class Outcome:
-    """One wrong attempt: its label, whether the verdict was right, the verdict, seconds it took."""
+    """One wrong attempt: its label, whether the verdict was right, the verdict (and the nudge shown
+    before it, if any), seconds it took."""
 
     label: str
     rejected: bool
     message: str
     seconds: float
+    nudge: str = ""
 
 
 def generic_attempts(exercise: Exercise) -> list[str]:
@@ -307,4 +309,4 @@ def try_attempt(exercise: Exercise, label: str, attempt: Any, expected: str) -> 
     start = time.perf_counter()
     verdict = exercise.evaluate(attempt)
     seconds = time.perf_counter() - start
-    return Outcome(label, not verdict.passed and expected in verdict.message, verdict.message, seconds)
+    return Outcome(label, not verdict.passed and expected in verdict.message, verdict.message, seconds, verdict.nudge)

@@ -6,7 +6,11 @@ sizes, so that a swapped axis cannot pass by accident, plus cases of large magni
 and a "twin" with the shapes of an earlier case and new values, so that a cached answer shows) and a
 list of typical mistakes. The learner's function runs on every case; a mistake's hint is the verdict
 only when the learner's answers match that mistake on every case. Otherwise the verdict names the
-case, the index and the size of the first difference. Shortcuts the statement forbids
+case, the index and the size of the first difference.
+
+Hints escalate (:meth:`Exercise.check`): the first time a mistake shows, the learner sees a nudge that
+locates it (which case, which entry, how far off, and the mistake's ``nudge``: which quantity to look
+at); the same mistake again in the same kernel gets the hint with the fix. Shortcuts the statement forbids
 (:class:`Forbidden`), side effects (in-place edits, ``requires_grad`` on an input, a changed default
 dtype or grad mode), endless loops, exceptions and odd return values never escape: each gets one line.
 
@@ -15,6 +19,7 @@ Chinese wording of a mismatch is in ``_verdicts``.
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -32,18 +37,29 @@ NOT_DONE = "尚未完成"
 
 @dataclass(frozen=True)
 class Verdict:
-    """The outcome of one check: ``passed`` and the one-line Chinese ``message`` shown to the learner."""
+    """The outcome of one check: ``passed`` and the one-line Chinese ``message`` (with the fix, if any).
+
+    ``nudge``: what the learner sees the first time this ``kind`` of failure shows (where it goes wrong,
+    not yet how to fix it); empty when the message itself only locates the problem.
+    """
 
     passed: bool
     message: str
+    nudge: str = ""
+    kind: str = ""
 
 
 @dataclass(frozen=True)
 class Mistake:
-    """A typical wrong implementation and the hint shown when the learner's output matches it."""
+    """A typical wrong implementation and the hint (with the fix) shown when the learner's output matches it.
+
+    ``nudge``: a question that points at the quantity to look at, without the fix (shown the first time,
+    after where the answers differ); empty: a general one.
+    """
 
     hint: str
     fn: Callable[..., Any]
+    nudge: str = ""
 
 
 @dataclass(frozen=True)
@@ -92,6 +108,8 @@ class Exercise:
     against exact values, so that a float32 answer summed in any order passes); ``None``: as given.
     ``grad``: the result is trained through (a loss): on every case its gradient with respect to each
     float input must equal the reference's (an answer computed under ``no_grad`` or detached fails).
+    ``arg_names``: the learner's names of the arguments, to describe a case (``None``: the reference's;
+    ``()``: the arguments are the checker's own, and a case is described by its ``note`` alone).
     """
 
     name: str
@@ -104,6 +122,7 @@ class Exercise:
     dtype: torch.dtype | None = None
     reference_dtype: torch.dtype | None = torch.float64
     grad: bool = False
+    arg_names: tuple[str, ...] | None = None
 
     def cases(self) -> list[Case]:
         """The cases as :class:`Case` objects."""
@@ -141,23 +160,35 @@ class Exercise:
             return Verdict(False, f"{self.name}：{loops}")
         if all(p is None for p in problems):
             return Verdict(True, f"{self.name}：{PASS}（{len(cases)} 组随机测试全部正确）")
-        for mistake in self.mistakes:
+        i = next(k for k, p in enumerate(problems) if p is not None)
+        where = self._where(cases[i], i, problems[i])
+        for k, mistake in enumerate(self.mistakes):
             if self._matches(mistake, cases, refs, outcomes):
-                return Verdict(False, f"{self.name}：{mistake.hint}")
+                question = mistake.nudge or GENERAL_NUDGE
+                return Verdict(False, f"{self.name}：{mistake.hint}",
+                               nudge=f"{self.name}：{where}{question}{AGAIN}", kind=f"mistake {k}")
         stale = self._stale(cases, refs, outcomes, problems)
         if stale is not None:
             return Verdict(False, f"{self.name}：{stale}")
-        i = next(k for k, p in enumerate(problems) if p is not None)
-        note = f"（{cases[i].note}）" if cases[i].note else ""
-        return Verdict(False, f"{self.name}：第 {i + 1} 组测试（输入 {_describe_args(cases[i].args)}）"
-                              f"{problems[i]}{note}")
+        return Verdict(False, f"{self.name}：{where}")
 
     def check(self, fn: Any) -> None:
         """Evaluate ``fn`` and print the one-line verdict (what the notebook's check cell calls).
 
         Returns nothing, so that the cell shows exactly one line; tests call :meth:`evaluate`.
         """
-        print(self.evaluate(fn).message)
+        print(shown(self.name, self.evaluate(fn)))
+
+    def _where(self, case: Case, i: int, problem: str) -> str:
+        """``第 i 组测试（x 形状 (2, 5, 12)、n_heads = 3）：…`` in the learner's names (or the case's note)."""
+        names = self.arg_names
+        if names is None:
+            names = tuple(inspect.signature(self.reference).parameters)
+        if names:
+            inputs = _describe_args(case.args, names)
+            note = f"（{case.note}）" if case.note else ""
+            return f"第 {i + 1} 组测试（{inputs}）{problem}{note}"
+        return f"第 {i + 1} 组测试（{case.note}）{problem}" if case.note else f"第 {i + 1} 组测试{problem}"
 
     # ---- one call of the learner's function --------------------------------------------------
 
@@ -285,6 +316,22 @@ class Exercise:
                             "functools.cache 里的缓存），要么只用到了输入的形状。"
                             "每次调用都要根据这一次的输入重新计算。")
         return None
+
+
+GENERAL_NUDGE = "这正是一个常见错误的表现：回到题目，逐步核对你的每一步与题目的说法是否一致。"
+AGAIN = "（同样的错误再出现一次，检查会直接说出原因和改法。）"
+_LAST_FAILURE: dict[str, str] = {}  # exercise name -> the kind of its last failure in this kernel
+
+
+def shown(name: str, verdict: Verdict) -> str:
+    """What the check cell prints: a failure with a nudge shows the nudge the first time and the message
+    (with the fix) when the same kind of failure comes again in a row."""
+    if verdict.passed or not verdict.kind:
+        _LAST_FAILURE.pop(name, None)
+        return verdict.message
+    again = _LAST_FAILURE.get(name) == verdict.kind
+    _LAST_FAILURE[name] = verdict.kind
+    return verdict.message if again or not verdict.nudge else verdict.nudge
 
 
 def randn(g: torch.Generator, *shape: int, scale: float = 1.0) -> torch.Tensor:

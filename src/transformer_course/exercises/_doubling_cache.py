@@ -11,8 +11,9 @@ from typing import Any
 import torch
 
 from ._cache_harness import DEFAULT_CAPACITY, _as_function, _capacities, _doubling_reference, _model
-from ._core import Case, Exercise, Forbidden, Mistake
-from ._doubling_variants import (_AdvanceByOne, _Catting, _class_attribute, _DoublingOnce, _GrowingByCapacity,
+from ._core import Case, Exercise, Forbidden, Mistake, shown
+from ._doubling_variants import (_AdvanceByOne, _Catting, _class_attribute, _DefaultDtypeBuffers, _DoublingOnce,
+                                 _GrowingByCapacity,
                                  _NoAdvance, _NotCopying, _OneLayerForAll, _PackageCacheInside, _PosInUpdate,
                                  _PosSetToN, _ReturningBuffer, _ReturningNew, _SwappingKV, _with_layers,
                                  _WritingAtZero)
@@ -29,7 +30,7 @@ from ._doubling_variants import (_AdvanceByOne, _Catting, _class_attribute, _Dou
 # pos + T_new outgrows the capacity, so a wrong cache gets a sentence on what it did.
 
 _DOUBLING_CASES = [
-    # (n_layers, n_heads, d_model, vocab, positional, B, chunks, n_caches, capacity)
+    # (n_layers, n_heads, d_model, vocab, positional, B, chunks, n_caches, capacity[, dtype])
     # a prefill of 3, then single tokens and pairs up to 17 positions: full at 4, 8, 16, new buffers at
     # 5, 9 and 17 (growing by 4 would move them at 13 too)
     (2, 4, 24, 37, "learned", 2, (3, 1, 1, 2, 1, 1, 2, 2, 2, 1, 1), 1, 4),
@@ -41,6 +42,8 @@ _DOUBLING_CASES = [
     (2, 2, 20, 23, "sinusoidal", 3, (3, 2, 1, 1, 2), 2, 4),
     # four layers, one head, a chunk of 4 mid-decode; capacity 10 is never outgrown (full at the end)
     (4, 1, 12, 19, "rope", 2, (2, 1, 4, 1, 1, 1), 1, 10),
+    # a float64 model: the buffers take k's dtype (a float32 buffer would round the history)
+    (2, 3, 18, 31, "alibi", 2, (2, 3, 1, 1), 1, 2, torch.float64),
     # the first case's twin: its model, other tokens
     (2, 4, 24, 37, "learned", 2, (3, 1, 1, 2, 1, 1, 2, 2, 2, 1, 1), 1, 4),
 ]
@@ -60,14 +63,15 @@ def _plan(chunks: tuple[int, ...], capacity: int) -> str:
 def _doubling_cases() -> list[Case]:
     g = torch.Generator().manual_seed(22)
     cases = []
-    for seed, (n_layers, n_heads, d_model, vocab, positional, b, chunks, n_caches, capacity) in enumerate(
+    for seed, (n_layers, n_heads, d_model, vocab, positional, b, chunks, n_caches, capacity, *dtype) in enumerate(
             _DOUBLING_CASES):
         seed = 0 if seed == len(_DOUBLING_CASES) - 1 else seed  # the twin: the first case's weights
-        model = _model(n_layers, n_heads, d_model, vocab, positional, sum(chunks) + 3, 100 + seed)
+        model = _model(n_layers, n_heads, d_model, vocab, positional, sum(chunks) + 3, 100 + seed).to(*dtype)
         idx = torch.randint(0, vocab, (b, sum(chunks)), generator=g)
         two = "；两个缓存同时使用（batch 的行分给两个实例，轮流前向），实例之间不能共享状态" if n_caches > 1 else ""
-        note = (f"{n_layers} 层、{n_heads} 个头、d_head = {d_model // n_heads}、{positional} 位置编码、batch {b}，"
-                f"每次前向送入的 token 数依次为 {list(chunks)}；{_plan(chunks, capacity)}{two}")
+        kind = "、float64 的模型" if dtype else ""
+        note = (f"{n_layers} 层{kind}、{n_heads} 个头、d_head = {d_model // n_heads}、{positional} 位置编码、"
+                f"batch {b}，每次前向送入的 token 数依次为 {list(chunks)}；{_plan(chunks, capacity)}{two}")
         cases.append(Case((idx, torch.tensor(chunks), model, n_caches, capacity), note=note))
     return cases
 
@@ -77,6 +81,7 @@ def _doubling_cases() -> list[Case]:
 
 DOUBLING = Exercise(
     name="doubling_kv_cache",
+    arg_names=(),  # the harness's own arguments: a case is told by its note
     reference=_doubling_reference,
     make_cases=_doubling_cases,
     mistakes=(
@@ -90,6 +95,11 @@ DOUBLING = Exercise(
                 "直到装得下，而不是只翻倍一次（if）。", _as_function(_with_layers(_DoublingOnce))),
         Mistake("换缓冲区时忘了复制历史：新缓冲区的前 pos 个位置要先从旧缓冲区复制过来"
                 "（new_k[:, :, :pos] = self.k[:, :, :pos]），再写入新位置。", _as_function(_with_layers(_NotCopying))),
+        Mistake("缓冲区的 dtype 和设备要取自 k（k.new_zeros(...)，或 torch.zeros(..., dtype=k.dtype, "
+                "device=k.device)）：你的缓冲区是默认的 float32、在 CPU 上，"
+                "float64（或 GPU 上）的模型的历史会被改写或放错设备。",
+                _as_function(_with_layers(_DefaultDtypeBuffers)),
+                nudge="只有 float64 模型的那组测试不对：你的缓冲区是什么 dtype？"),
         Mistake("update 要返回前 pos + T_new 个位置（self.k[:, :, :pos + T_new]），你返回了整个缓冲区"
                 "（capacity 个位置，后面是还没写入的空位）。", _as_function(_with_layers(_ReturningBuffer))),
         Mistake("新位置要写进 [pos, pos + T_new)，你写在了缓冲区的开头 [0, T_new)，把历史覆盖了。",
@@ -128,5 +138,5 @@ def check_doubling_kv_cache(cls: Any) -> None:
     if not isinstance(cls, type):
         print(f"{DOUBLING.name}：请传入你写的类本身（不要加括号创建实例），收到的是 {type(cls).__name__}。")
         return
-    message = DOUBLING.evaluate(_as_function(cls)).message
+    message = shown(DOUBLING.name, DOUBLING.evaluate(_as_function(cls)))
     print(message.replace("时你的函数抛出了 CacheError：", "：").replace("你的函数", "你的缓存类"))

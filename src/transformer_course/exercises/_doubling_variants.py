@@ -87,6 +87,14 @@ class _NotCopying(_Layer):
         return new.new_zeros(new.shape[0], new.shape[1], size, new.shape[3])  # the history is lost
 
 
+class _DefaultDtypeBuffers(_Layer):
+    def moved(self, old: Tensor | None, new: Tensor, size: int) -> Tensor:
+        buf = torch.zeros(new.shape[0], new.shape[1], size, new.shape[3])  # float32 on the CPU, whatever k is
+        if old is not None:
+            buf[:, :, :self.cache.pos] = old[:, :, :self.cache.pos]
+        return buf
+
+
 class _ReturningBuffer(_Layer):
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         super().update(k, v)

@@ -12,21 +12,22 @@ import torch
 
 # ---- describing values in Chinese --------------------------------------------------------------
 
-def _describe_args(args: tuple) -> str:
+def _describe_args(args: tuple, names: tuple[str, ...]) -> str:
+    """``x 形状 (2, 5, 12)、n_heads = 3、attn 是 MultiHeadAttention``: each argument by the learner's name."""
     parts = []
-    for a in args:
+    for name, a in zip(names, args):
         if isinstance(a, torch.Tensor):
-            parts.append(f"{tuple(a.shape)}")
+            parts.append(f"{name} 形状 {tuple(a.shape)}" if a.dim() else f"{name} = {_number(a.item())}")
         elif isinstance(a, float):
-            parts.append(_number(a))
-        elif isinstance(a, (int, bool)):
-            parts.append(repr(a))
+            parts.append(f"{name} = {_number(a)}")
+        elif isinstance(a, (int, bool, str)):
+            parts.append(f"{name} = {a!r}")
         elif isinstance(a, torch.nn.Module):
-            parts.append(type(a).__name__)
+            parts.append(f"{name} 是 {type(a).__name__}")
         elif callable(a):
-            parts.append("函数")
+            parts.append(f"{name} 是一个函数")
         else:
-            parts.append(type(a).__name__)
+            parts.append(f"{name} 是 {type(a).__name__}")
     return "、".join(parts)
 
 
@@ -118,7 +119,7 @@ def _compare_unsafe(got: Any, expected: Any, atol: float, dtype: torch.dtype | N
         for k, (g, e) in enumerate(zip(got, expected), start=1):
             problem = _compare_unsafe(g, e, atol, dtype)
             if problem is not None:
-                return f"返回值的第 {k} 项：{problem}"
+                return f"返回值[{k - 1}]（第 {k} 个返回值）：{problem}"
         return None
     if not isinstance(expected, torch.Tensor):
         return None if got == expected else f"期望 {expected!r}，实际 {got!r}。"

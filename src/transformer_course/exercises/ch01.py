@@ -125,6 +125,7 @@ def _no_input_gate(x: Tensor, h: Tensor, c: Tensor, w_ih: Tensor, w_hh: Tensor, 
 
 LSTM_STEP = Exercise(
     name="lstm_step",
+    arg_names=("x_t", "h", "c", "w_ih", "w_hh", "b"),
     reference=_lstm_reference,
     make_cases=_lstm_cases,
     mistakes=(

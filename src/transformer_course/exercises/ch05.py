@@ -58,6 +58,10 @@ def _split_transposed_first(x: Tensor, n_heads: int) -> Tensor:
     return x.transpose(1, 2).reshape(B, n_heads, T, C // n_heads)
 
 
+SPLIT_NUDGE = ("取第 0 个 token 的 C 个特征，看它们去了哪些头、哪些位置："
+               "每个头拿到的，是不是同一个 token 上连续的 d_head 个特征？")
+
+
 # ---- 练习 1: split into heads ---------------------------------------------------------------
 
 def _split_cases() -> list[tuple[Tensor, int]]:
@@ -74,12 +78,12 @@ SPLIT = Exercise(
     mistakes=(
         Mistake("直接 view 成 (B, H, T, d_head) 会把不同 token 的特征混进同一个头：先 view 成 (B, T, H, d_head)，"
                 "再交换 T 和 H 两个轴（transpose(1, 2)）。",
-                _split_view),
+                _split_view, nudge=SPLIT_NUDGE),
         Mistake("头拿到的特征是交错的（第 h 个头拿了第 h、h+H、h+2H… 个特征）：应 view 成 (B, T, H, d_head)，"
                 "让每个头拿连续的一段。",
-                _split_interleaved),
+                _split_interleaved, nudge=SPLIT_NUDGE),
         Mistake("先转置再 reshape 会打乱 token 与特征的对应：应先 view 成 (B, T, H, d_head)，再 transpose(1, 2)。",
-                _split_transposed_first),
+                _split_transposed_first, nudge=SPLIT_NUDGE),
     ),
     forbidden=(
         Forbidden("本题要求自己写出切分，不要调用课程包的 tc.split_heads", course=True, example=course.split_heads),
@@ -131,23 +135,39 @@ MHA = Exercise(
     make_cases=_mha_cases,
     mistakes=(
         Mistake("拼接之后还要乘 W_O（concat @ w_o）：没有它，头之间永远不交流。",
-                lambda x, w, o, h: merge_heads(_per_head(x, w, h, split_heads, _softmax_weights))),  # no @ o
+                lambda x, w, o, h: merge_heads(_per_head(x, w, h, split_heads, _softmax_weights)),  # no @ o
+                nudge="数一数你的函数用到了哪几个参数：w_o 在哪里起作用？"),
         Mistake("缩放因子要用每个头的维度：除以 √d_head（= √(C/H)），而不是 √C。",
                 lambda x, w, o, h: merge_heads(_per_head(x, w, h, split_heads, lambda q, k: torch.softmax(
-                    _scores(q, k, x.shape[-1] ** -0.5), dim=-1))) @ o),
+                    _scores(q, k, x.shape[-1] ** -0.5), dim=-1))) @ o,
+                nudge="只有一个头（H = 1）的那组测试是对的吗？看看分数除以的那个数，在每个头里它应是多少。"),
+        Mistake("缺少缩放：softmax 之前要把每个头的分数除以 √d_head（d_head = C // H）。",
+                lambda x, w, o, h: merge_heads(_per_head(x, w, h, split_heads, lambda q, k: torch.softmax(
+                    _scores(q, k, 1.0), dim=-1))) @ o,
+                nudge="softmax 之前的分数有多大？和第 3、4 章的缩放点积注意力逐项对照。"),
         Mistake("切分头时不能直接 view 成 (B, H, T, d_head)：先 view 成 (B, T, H, d_head) 再 transpose(1, 2)，"
                 "拼接时反过来。",
-                lambda x, w, o, h: _merge_view(_per_head(x, w, h, _split_view, _softmax_weights)) @ o),
+                lambda x, w, o, h: _merge_view(_per_head(x, w, h, _split_view, _softmax_weights)) @ o,
+                nudge=SPLIT_NUDGE),
         Mistake("每个头应拿连续的 d_head 个特征，你的切分是交错的（view 成 (B, T, d_head, H) 了）。",
-                lambda x, w, o, h: _merge_interleaved(_per_head(x, w, h, _split_interleaved, _softmax_weights)) @ o),
+                lambda x, w, o, h: _merge_interleaved(_per_head(x, w, h, _split_interleaved, _softmax_weights)) @ o,
+                nudge=SPLIT_NUDGE),
+        Mistake("切分对了，拼接错了：各头的输出是 (B, H, T, d_head)，要先 transpose(1, 2) 回到 (B, T, H, d_head)，"
+                "再 reshape 成 (B, T, C)；直接 reshape 会把不同位置的输出拼进同一个 token。",
+                lambda x, w, o, h: _merge_view(_per_head(x, w, h, split_heads, _softmax_weights)) @ o,
+                nudge="切分那一步没问题。把各头的输出拼回 (B, T, C) 时，"
+                      "第 t 个 token 拿到的是哪些位置、哪些头的输出？"),
         Mistake("softmax 的维度不对：每个 query 的权重要在所有 key 上归一化，即 dim=-1。",
                 lambda x, w, o, h: merge_heads(_per_head(x, w, h, split_heads, lambda q, k: torch.softmax(
-                    _scores(q, k, q.shape[-1] ** -0.5), dim=-2))) @ o),
+                    _scores(q, k, q.shape[-1] ** -0.5), dim=-2))) @ o,
+                nudge="打印一个头的注意力权重：哪个方向上的和是 1？每个 query 的权重应该在哪些数上归一化？"),
         Mistake("缩放因子差了一点：除以 √d_head（d_head = C // H），你的结果像是除以了 √(d_head + 1)。",
                 lambda x, w, o, h: merge_heads(_per_head(x, w, h, split_heads, lambda q, k: torch.softmax(
-                    _scores(q, k, (x.shape[-1] // h + 1) ** -0.5), dim=-1))) @ o),
+                    _scores(q, k, (x.shape[-1] // h + 1) ** -0.5), dim=-1))) @ o,
+                nudge="差得不多，而且每组都差一点：核对分数除以的那个数。"),
         Mistake(NAIVE_HINT, lambda x, w, o, h: merge_heads(_per_head(x, w, h, split_heads, lambda q, k: naive_softmax(
-            _scores(q, k, q.shape[-1] ** -0.5)))) @ o),
+            _scores(q, k, q.shape[-1] ** -0.5)))) @ o,
+            nudge="只有分数很大（几百）的那组测试出了问题：exp 在那里会发生什么？"),
     ),
     forbidden=(
         Forbidden("本题要求只用 torch 的基本运算（可以用你自己写的 split_heads），不要调用课程包（tc.*）",
@@ -181,13 +201,17 @@ PREVIOUS = Exercise(
     make_cases=_prev_cases,
     mistakes=(
         Mistake("你量的是「看后一个」：query i 看前一个是 weights[..., i, i-1]，在对角线下方（diagonal(offset=-1)）。",
-                lambda w: w.diagonal(offset=1, dim1=-2, dim2=-1).mean(dim=(0, 2))),
+                lambda w: w.diagonal(offset=1, dim1=-2, dim2=-1).mean(dim=(0, 2)),
+                nudge="weights[..., i, j] 是 query i 放在 key j 上的权重：「前一个位置」的 (i, j) 满足什么关系？"),
         Mistake("你量的是「看自己」（对角线）：前一个位置在对角线下方一格，offset=-1。",
-                lambda w: w.diagonal(offset=0, dim1=-2, dim2=-1).mean(dim=(0, 2))),
+                lambda w: w.diagonal(offset=0, dim1=-2, dim2=-1).mean(dim=(0, 2)),
+                nudge="weights[..., i, j] 是 query i 放在 key j 上的权重：「前一个位置」的 (i, j) 满足什么关系？"),
         Mistake("第 0 个 query 没有前一个位置，不该计入平均：只对 i ≥ 1 的 T−1 个 query 取平均。",
-                lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).sum(dim=(0, 2)) / (w.shape[0] * w.shape[-1])),
+                lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).sum(dim=(0, 2)) / (w.shape[0] * w.shape[-1]),
+                nudge="结果比答案略小：平均时除以的个数对吗？每个序列里有几个 query 有「前一个位置」？"),
         Mistake("要的是平均比例（0 到 1 之间），不是总和：对批次和 query 取 mean。",
-                lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).sum(dim=(0, 2))),
+                lambda w: w.diagonal(offset=-1, dim1=-2, dim2=-1).sum(dim=(0, 2)),
+                nudge="结果能大于 1 吗？题目要的是一个比例。"),
     ),
 )
 check_previous_token_score = PREVIOUS.check

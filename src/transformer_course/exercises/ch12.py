@@ -109,6 +109,7 @@ def _free_tokens(gpu: Tensor, weights: float, per_token: float) -> Tensor:
 
 WINDOW = Exercise(
     name="usable_window",
+    arg_names=("gpu_bytes", "weight_bytes", "kv_bytes_per_token", "position_limit", "train_len"),
     reference=_window_reference,
     make_cases=_window_cases,
     mistakes=(

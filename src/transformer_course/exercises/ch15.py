@@ -131,22 +131,28 @@ def _online_via_softmax(m: Tensor, denom: Tensor, acc: Tensor, scores: Tensor, v
 
 ONLINE = Exercise(
     name="online_softmax_update",
+    arg_names=("m", "l", "acc", "scores", "v"),
     reference=_online_reference,
     make_cases=_online_cases,
     mistakes=(
         Mistake("acc 没有重新缩放：最大值从 m 变成 m_new 时，旧的 acc 是按 exp(s − m) 累加的，"
-                "要先乘以 exp(m − m_new) 再加上本块的 p @ v。", _no_acc_rescale),
+                "要先乘以 exp(m − m_new) 再加上本块的 p @ v。", _no_acc_rescale,
+                nudge="返回的 m 和 l 都对，只有 acc 不对：本块的最大值比之前大时，"
+                      "旧的 acc 是在哪个最大值下累加的？"),
         Mistake("l 没有重新缩放：旧的分母 l 是按旧的最大值 m 累加的，要先乘以 exp(m − m_new) 再加上本块的 Σp。",
-                _no_l_rescale),
+                _no_l_rescale, nudge="返回的 m 和 acc 都对，只有 l 不对：旧的 l 是在哪个最大值下累加的？"),
         Mistake("缩放因子的符号反了：应乘以 exp(m − m_new)（≤ 1，把旧的和换到更大的新最大值之下），"
-                "而不是 exp(m_new − m)。", _flipped_rescale),
+                "而不是 exp(m_new − m)。", _flipped_rescale,
+                nudge="新的最大值比旧的大时，旧的和应该变大还是变小？看看你乘上的那个因子。"),
         Mistake("新的最大值只取了本块的最大值：m_new = max(m, 本块的最大值)，要和之前的最大值比较。",
-                _block_max_only),
+                _block_max_only, nudge="看返回的 m：如果之前见过的分数比本块的都大，新的最大值是多少？"),
         Mistake("一行还什么都没看到（m = −inf）而本块又全被遮住时，m_new 也是 −inf，−inf − (−inf) = NaN："
                 "这时把减去的最大值当作 0（exp(−inf) = 0，l 和 acc 保持 0）。两处减法（本块的 s − m_new 和旧和的 "
-                "m − m_new）都要这样保护。", _minus_inf_minus_inf),
+                "m − m_new）都要这样保护。", _minus_inf_minus_inf,
+                nudge="出现 NaN 的是哪几行？那些行的 m 是多少，本块的分数又是多少？算一算你的每一处减法。"),
         Mistake("用 clamp 给最大值设了一个有限的下限来防 NaN：真实分数比这个下限还小的行（如 −20000）也被改了，"
-                "exp(s − 下限) 下溢成 0。只在 m_new 是 −inf 的那些行把它换成 0（torch.where）。", _clamped_guard),
+                "exp(s − 下限) 下溢成 0。只在 m_new 是 −inf 的那些行把它换成 0（torch.where）。", _clamped_guard,
+                nudge="只有分数都在 −20000 附近的那组不对：在那些行里，你减去的是不是真正的最大值？"),
     ),
     forbidden=(
         Forbidden("本题要求手写分块 softmax 的更新（exp、max、求和），不要调用 softmax 或 logsumexp",
@@ -212,12 +218,16 @@ POOL = Exercise(
     make_cases=_pool_cases,
     mistakes=(
         Mistake("分组方式不对：一组是相邻的 G = H / H_kv 个头（头 h 属于组 h // G），"
-                "不是相隔 H_kv 的头（h % H_kv）。先 reshape 成 (H_kv, G, d_head, C)。", _pool_interleaved),
-        Mistake("只保留了每组的第一个头：GQA 论文的做法是把一组的 G 个头取平均（mean pooling）。", _pool_first_head),
-        Mistake("求和而不是平均：一组 G 个头加起来大了 G 倍，要除以 G（用 mean）。", _pool_sum),
+                "不是相隔 H_kv 的头（h % H_kv）。先 reshape 成 (H_kv, G, d_head, C)。", _pool_interleaved,
+                nudge="写出 H = 4、H_kv = 2 时每一组包含哪几个头：是相邻的头，还是相隔的头？"),
+        Mistake("只保留了每组的第一个头：GQA 论文的做法是把一组的 G 个头取平均（mean pooling）。", _pool_first_head,
+                nudge="你的结果里，每组除第一个头以外的头起作用了吗？"),
+        Mistake("求和而不是平均：一组 G 个头加起来大了 G 倍，要除以 G（用 mean）。", _pool_sum,
+                nudge="每组测试里，你的结果都恰好是答案的 G = H / H_kv 倍：合并一组头时，该求和还是求平均？"),
         Mistake("reshape 的顺序不对：权重的行是「头 0 的 d_head 行、头 1 的 d_head 行……」，"
                 "应 reshape 成 (H_kv, G, d_head, C) 再对 G 那一维取平均，而不是 (H_kv, d_head, G, C)。",
-                _pool_rows_within_head),
+                _pool_rows_within_head,
+                nudge="w 的第 0 行到第 d_head − 1 行属于哪个头？看看你 reshape 出的每一维各是什么。"),
     ),
 )
 check_pool_kv_heads = POOL.check
@@ -305,14 +315,18 @@ ROLLING = Exercise(
     make_cases=_rolling_cases,
     mistakes=(
         Mistake("槽位算错了：位置 p 写进槽位 p % W（W 是窗口大小，也就是 buffer 的行数），不是 p % (W − 1)。",
-                _rolling_modulo_minus_one),
+                _rolling_modulo_minus_one, nudge="位置 W 应写进哪个槽位？把你的公式代进去算一算。"),
         Mistake("保留的位置少了一个：写入之前缓存里还有最近的 min(pos, W) 个位置，"
-                "第一个是 max(0, pos − W)，不是 pos − W + 1。", _rolling_first_kept_plus_one),
+                "第一个是 max(0, pos − W)，不是 pos − W + 1。", _rolling_first_kept_plus_one,
+                nudge="数一数返回值[1] 里旧位置的个数：写入之前，缓存已满时里面有几个位置？"),
         Mistake("保留的键按槽位顺序返回了：绕过一圈之后，槽位 0 不再是最早的位置；"
-                "要按位置 first_kept, …, pos − 1 的顺序读取槽位 p % W。", _rolling_slot_order),
-        Mistake("拼接顺序反了：缓存里的旧位置在前，新位置在后（位置从小到大）。", _rolling_new_first),
+                "要按位置 first_kept, …, pos − 1 的顺序读取槽位 p % W。", _rolling_slot_order,
+                nudge="还没绕过一圈的几组测试都对：绕过一圈之后，最早的那个位置在哪个槽位？"),
+        Mistake("拼接顺序反了：缓存里的旧位置在前，新位置在后（位置从小到大）。", _rolling_new_first,
+                nudge="返回值[1] 的第 0 行应是哪个位置的键？"),
         Mistake("先写后读：新位置会覆盖最旧的槽位，要在写入之前先把保留的旧键读出来。",
-                _rolling_read_after_write),
+                _rolling_read_after_write,
+                nudge="缓存还没满的几组测试都对：满了之后，你读出的「旧键」是在写入之前还是之后读的？"),
     ),
     forbidden=(
         Forbidden("本题要求自己用张量运算写出环形缓冲区，不要调用课程包（tc.RollingKVCache）",
