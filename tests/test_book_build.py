@@ -251,6 +251,19 @@ def test_pages_hold_no_english_interface_text_nor_solution_markers(book):
     assert not found, found
 
 
+def test_every_figure_opens_its_picture_full_size_on_a_tap(book):
+    """On a phone a figure is shrunk to 390 px and its axis text to a few pixels: the picture is a link to
+    itself, which the phone can zoom (tools/sphinx_course.py)."""
+    figures = unlinked = 0
+    for page in sorted((book[1] / "book").glob("*.html")):
+        for figure in re.findall(r"<figure[^>]*>(.*?)</figure>", page.read_text(encoding="utf-8"), re.DOTALL):
+            for src in re.findall(r'<img [^>]*src="([^"]+)"', figure):
+                figures += 1
+                unlinked += f'<a class="figure-zoom" href="{src}"' not in figure
+                assert (page.parent / src).exists(), src
+    assert figures > 3 * len(CHAPTERS) and not unlinked, (figures, unlinked)
+
+
 def search_queries() -> list[tuple[str, list[str]]]:
     """(query, pages that must answer it): every glossary term with the chapters the glossary names for
     it, and every chapter's title (without 第 N 章) with that chapter."""

@@ -178,12 +178,19 @@ _SOLUTION_TITLE = re.compile(r'(<p class="admonition-title">解答)<a class="ref
                              r'(练习(?: [\d.]+)?) \((.*?)\)</a>')
 
 
+# A figure's picture shrinks to a phone's width, where its axis labels are a few pixels high: a tap opens
+# the picture itself, which the phone can zoom.
+_FIGURE_IMAGE = re.compile(r'(<figure[^>]*>\s*)(<img [^>]*src="([^"]+\.(?:png|svg|jpg))"[^>]*/>)')
+
+
 def translate_ui(html: str) -> str:
-    """``html`` with the theme's English attribute values and copyright line in Simplified Chinese, and
-    each solution's title as plain text (``解答：练习 3.1（缩放点积注意力）``)."""
+    """``html`` with the theme's English attribute values and copyright line in Simplified Chinese,
+    each solution's title as plain text (``解答：练习 3.1（缩放点积注意力）``) and each figure's picture
+    a link to itself."""
     for english, chinese in UI_STRINGS.items():
         html = html.replace(f'="{english}"', f'="{chinese}"')
     html = _SOLUTION_TITLE.sub(r'\1<span class="solution-of">：\2（\3）</span>', html)
+    html = _FIGURE_IMAGE.sub(r'\1<a class="figure-zoom" href="\3" title="打开原图（可放大）">\2</a>', html)
     return re.sub(r"© Copyright (\d{4})\.", r"© \1 版权所有", html)
 
 
