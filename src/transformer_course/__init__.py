@@ -1,7 +1,10 @@
 """《Transformer 架构原理：可执行课程》的共享实现。Import as ``import transformer_course as tc``."""
 from __future__ import annotations
 
-from . import data, exercises, viz
+import importlib
+from types import ModuleType
+
+from . import data
 from .attention import (
     causal_mask,
     padding_mask,
@@ -47,6 +50,15 @@ from .utils import (LINEAR_OPS, claim, count_flops, count_params, flops_by_op, g
                     time_call)
 
 __version__ = "0.1.0"
+
+_ON_FIRST_USE = ("exercises", "viz")  # the checkers and matplotlib: the model does not need them
+
+
+def __getattr__(name: str) -> ModuleType:
+    """``tc.exercises`` and ``tc.viz`` are imported on first use (``import transformer_course`` stays light)."""
+    if name in _ON_FIRST_USE:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "LINEAR_OPS",

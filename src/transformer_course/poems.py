@@ -6,6 +6,9 @@ lists the source and every kind of change). ``load_poems()`` reads it into ``Poe
 deterministic train/validation split by poem (~10% validation) is decided by a hash of title and author,
 so it does not depend on the file's order or on Python's per-process ``hash()``.
 
+``CharVocab`` numbers their characters (one token per character, plus ``<|endoftext|>``, ``<unk>`` and
+special tokens such as the form tokens of chapter 14).
+
 ``data/tang.tsv.xz`` is made by ``tools/make_tang.py`` from the npm package ``chinese-poetry`` 2.0.1 (MIT).
 ``load_tang()`` reads it; its validation split is stored in the file (decided by the tool: by hash, plus
 every variant of a validation poem, and every 全唐诗 variant of 唐诗三百首's validation poems, so 静夜思 and
@@ -26,7 +29,7 @@ import lzma
 import re
 from functools import lru_cache
 from importlib import resources
-from typing import NamedTuple
+from typing import Iterable, Iterator, NamedTuple, Sequence
 
 from ._checks import check_choice
 
@@ -134,3 +137,45 @@ def sounds() -> Sounds:
             if r:
                 rhyme[char] = r
     return Sounds(tone, rhyme)
+
+
+EOT, UNK = "<|endoftext|>", "<unk>"
+
+
+class CharVocab:
+    """Token ids of characters: ``0`` is ``<|endoftext|>``, ``1`` is ``<unk>``, then the ``specials`` (such
+    as the form tokens ``<|五绝|>``), then the sorted characters.
+
+    Example:
+        >>> vocab = CharVocab("床前明月光")
+        >>> vocab.encode("明月光，"), vocab.decode(vocab.encode("明月"))
+        ([5, 6, 2, 1], '明月')
+    """
+
+    def __init__(self, chars: Iterable[str], specials: Sequence[str] = ()) -> None:
+        self.specials = tuple(specials)
+        chars = sorted(set(chars) - {EOT, UNK})
+        longer = [c for c in chars if len(c) != 1]
+        if longer:
+            raise ValueError(f"chars must be single characters, got {longer[:3]!r}")
+        if any(len(t) < 2 or t in (EOT, UNK) for t in self.specials) or len(set(self.specials)) < len(specials):
+            raise ValueError(f"specials must be distinct strings of 2+ characters, got {self.specials!r}")
+        self.itos = [EOT, UNK, *self.specials, *chars]
+        self.stoi = {c: i for i, c in enumerate(self.itos)}
+        self.eot, self.unk = 0, 1
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def encode(self, text: str) -> list[int]:
+        """One id per character; the text ``<|endoftext|>`` is just its 13 characters, never the token."""
+        return [self.stoi.get(c, self.unk) for c in text]
+
+    def encode_iterable(self, texts: Iterable[str]) -> Iterator[int]:
+        """``encode("".join(texts))``, one piece at a time (a file's lines, say): nothing is held back,
+        since every character is a token of its own."""
+        for text in texts:
+            yield from self.encode(text)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return "".join(self.itos[i] for i in ids)

@@ -19,7 +19,7 @@ import argparse
 import dataclasses
 import math
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import torch
@@ -30,52 +30,12 @@ from .config import TransformerConfig
 from .data import IGNORE_INDEX
 from .generate import generate
 from .models import DecoderOnly
-from .poems import load_poems
+from .poems import EOT, UNK, CharVocab, load_poems  # noqa: F401  (EOT, UNK, CharVocab: also poet's)
 from .train import train
 from .utils import set_seed
 
-EOT, UNK = "<|endoftext|>", "<unk>"
 CHECKPOINT_FORMAT = "transformer_course poet v1"
 _LINE = re.compile(r"(?:[^，。？！；\n]{5}[，。？！；])+|(?:[^，。？！；\n]{7}[，。？！；])+")
-
-
-class CharVocab:
-    """Token ids of characters: ``0`` is ``<|endoftext|>``, ``1`` is ``<unk>``, then the ``specials`` (such
-    as the form tokens ``<|五绝|>``), then the sorted characters.
-
-    Example:
-        >>> vocab = CharVocab("床前明月光")
-        >>> vocab.encode("明月光，"), vocab.decode(vocab.encode("明月"))
-        ([5, 6, 2, 1], '明月')
-    """
-
-    def __init__(self, chars: Iterable[str], specials: Sequence[str] = ()) -> None:
-        self.specials = tuple(specials)
-        chars = sorted(set(chars) - {EOT, UNK})
-        longer = [c for c in chars if len(c) != 1]
-        if longer:
-            raise ValueError(f"chars must be single characters, got {longer[:3]!r}")
-        if any(len(t) < 2 or t in (EOT, UNK) for t in self.specials) or len(set(self.specials)) < len(specials):
-            raise ValueError(f"specials must be distinct strings of 2+ characters, got {self.specials!r}")
-        self.itos = [EOT, UNK, *self.specials, *chars]
-        self.stoi = {c: i for i, c in enumerate(self.itos)}
-        self.eot, self.unk = 0, 1
-
-    def __len__(self) -> int:
-        return len(self.itos)
-
-    def encode(self, text: str) -> list[int]:
-        """One id per character; the text ``<|endoftext|>`` is just its 13 characters, never the token."""
-        return [self.stoi.get(c, self.unk) for c in text]
-
-    def encode_iterable(self, texts: Iterable[str]) -> Iterator[int]:
-        """``encode("".join(texts))``, one piece at a time (a file's lines, say): nothing is held back,
-        since every character is a token of its own."""
-        for text in texts:
-            yield from self.encode(text)
-
-    def decode(self, ids: Sequence[int]) -> str:
-        return "".join(self.itos[i] for i in ids)
 
 
 def poem_rows(texts: Sequence[str], vocab: CharVocab, max_len: int) -> tuple[Tensor, Tensor]:

@@ -30,8 +30,7 @@ from torch.nn import functional as F
 from .config import TransformerConfig
 from .generate import generate
 from .models import DecoderOnly
-from .poems import _HAN, REGULAR_FORMS, Poem, load_tang
-from .poet import EOT, CharVocab
+from .poems import _HAN, EOT, REGULAR_FORMS, CharVocab, Poem, load_tang
 from .train import lm_loss, train, warmup_cosine
 from .utils import count_flops, machine, set_seed
 

@@ -116,9 +116,8 @@ def _length_average(model, prompt, n_new, beam_width):
 @torch.no_grad()
 def _prompt_scored(model, prompt, n_new, beam_width):
     scores, beams = _float32_search(model, prompt, n_new, beam_width)
-    from .ch10 import _log_prob_reference  # 练习 3's reference (ch10 imports this module: import here)
-
-    prompt_log_prob = _log_prob_reference(model(prompt[None]), prompt[None])  # (1,)
+    log_probs = model(prompt[None]).log_softmax(dim=-1)[:, :-1]  # (1, T0 - 1, V): t predicts t + 1
+    prompt_log_prob = log_probs.gather(-1, prompt[None, 1:, None]).squeeze(-1).sum(dim=-1)  # (1,)
     return scores + prompt_log_prob, beams
 
 

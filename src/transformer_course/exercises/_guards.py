@@ -13,14 +13,13 @@ import threading
 import types
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-if TYPE_CHECKING:  # for annotations only: _core imports this module
-    from ._core import Forbidden
+from ._types import Forbidden
 
 
 @dataclass(frozen=True)
