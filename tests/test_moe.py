@@ -171,3 +171,41 @@ def test_a_top_1_model_trained_without_the_balancing_loss_moves_its_routers_only
     tc.train(model, lambda: (idx[:, :-1], idx[:, 1:]), steps=3, progress=False)
     moved = [(moe.router.weight.detach() - w).abs().sum().item() for moe, w in zip(moes, before)]
     assert all(m > 0 for m in moved) if gate == "switch" else all(m == 0 for m in moved)
+
+
+def test_the_mixtral_gate_equals_transformers_mixtral_block() -> None:
+    """``MoEFeedForward(gate="mixtral", activation="swiglu", bias=False)`` with the weights of a random
+    ``MixtralSparseMoeBlock`` (hidden 12, expert FFN 20, 5 experts, 2 per token; 3 × 7 tokens): the same
+    output (to 1e-6: their router's softmax is float32), and the same experts for every token. Mixtral
+    renormalises the chosen experts' probabilities, which is the softmax over the chosen scores."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
+
+    torch.manual_seed(3)
+    config = transformers.MixtralConfig(hidden_size=12, intermediate_size=20, num_local_experts=5,
+                                        num_experts_per_tok=2, hidden_act="silu")
+    theirs = MixtralSparseMoeBlock(config).double().eval()
+    for p in theirs.parameters():  # their init leaves the experts' weights empty
+        torch.nn.init.normal_(p, std=0.3)
+    ours = tc.MoEFeedForward(12, 20, n_experts=5, top_k=2, activation="swiglu", bias=False, gate="mixtral").double()
+    with torch.no_grad():
+        ours.router.weight.copy_(theirs.gate.weight)
+        for e, expert in enumerate(ours.experts):
+            gate_up = theirs.experts.gate_up_proj[e]  # (2 · 20, 12): the gate's rows, then the up rows
+            expert.gate.weight.copy_(gate_up[:20])
+            expert.up.weight.copy_(gate_up[20:])
+            expert.down.weight.copy_(theirs.experts.down_proj[e])  # (12, 20)
+    x = torch.randn(3, 7, 12, dtype=torch.float64)
+    with torch.no_grad():
+        expected = theirs(x)
+        expected = expected[0] if isinstance(expected, tuple) else expected  # (3, 7, 12)
+        got, _ = ours(x)
+        _, their_weights, their_experts = theirs.gate(x.reshape(-1, 12))
+        gates, chosen, _ = ours.route(x.reshape(-1, 12))
+    # their router's softmax runs in float32 (router_logits.float()): agreement to float32 rounding
+    assert torch.equal(chosen, their_experts) and (gates - their_weights).abs().max() < 1e-6
+    assert (got - expected).abs().max() < 1e-6
+    # the mutation: Switch's gate (not renormalised) differs from Mixtral's block
+    ours.gate = "switch"
+    with torch.no_grad():
+        assert (ours(x)[0] - expected).abs().max() > 1e-3

@@ -71,8 +71,8 @@ def test_generation_past_the_window_and_max_len_equals_uncached() -> None:
     cache = tc.KVCache.from_config(model.config, batch_size=2)
     with torch.no_grad():
         model(prompt, cache=cache)
-    with pytest.raises(ValueError, match="only be reset"):
-        cache.truncate(3)
+    # a ring buffer cannot rewind (older positions were overwritten): it is not a KVCache, has no truncate
+    assert not isinstance(cache, tc.KVCache) and not hasattr(cache, "truncate")
     cache.reset()
     assert cache.pos == 0 and cache.nbytes == 0
 

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from ._checks import check_choice, check_float
 from .config import NORM_POSITIONS
 from .ffn import make_ffn
-from .kv_cache import LayerKVCache
+from .kv_cache import LayerCache
 from .moe import MoEFeedForward
 from .multihead import MultiHeadAttention
 from .norm import make_norm
@@ -68,12 +68,11 @@ class TransformerBlock(nn.Module):
         norm_position: str = "pre",
         norm: str = "layernorm",
         activation: str = "gelu",
-        n_experts: int | None = None,
-        moe_top_k: int = 2,
         cross_attention: bool = False,
         dropout: float = 0.0,
         bias: bool = True,
         eps: float = 1e-5,
+        ffn: nn.Module | None = None,
     ) -> None:
         super().__init__()
         Residual = RESIDUALS[check_choice("norm_position", norm_position, NORM_POSITIONS)]
@@ -88,16 +87,19 @@ class TransformerBlock(nn.Module):
             self.cross_attn_residual = residual()
         else:
             self.cross_attn = None
-        # A dense FFN, or a mixture of experts (its forward also returns the load-balancing loss, kept here).
-        self.ffn = (make_ffn(activation, d_model, d_ff, bias=bias) if n_experts is None else
-                    MoEFeedForward(d_model, d_ff, n_experts=n_experts, top_k=moe_top_k, activation=activation,
-                                   bias=bias))
+        # The FFN is a part: the one given (a dense FFN or a mixture of experts, whose forward also returns the
+        # load-balancing loss, kept here), or a dense one with `activation`.
+        self.ffn = make_ffn(activation, d_model, d_ff, bias=bias) if ffn is None else ffn
         self.aux_loss: Tensor | None = None  # the MoE layer's load-balancing loss in the last forward
         self.ffn_residual = residual()
 
     @classmethod
     def from_config(cls, config: TransformerConfig, *, cross_attention: bool = False) -> TransformerBlock:
-        """A block with the sizes and choices of ``config``."""
+        """A block with the sizes and choices of ``config``; its FFN is a ``MoEFeedForward`` when
+        ``config.n_experts`` is set."""
+        ffn = (None if config.n_experts is None else
+               MoEFeedForward(config.d_model, config.d_ff, n_experts=config.n_experts, top_k=config.moe_top_k,
+                              activation=config.activation, bias=config.bias))
         return cls(
             config.d_model,
             config.n_heads,
@@ -106,12 +108,11 @@ class TransformerBlock(nn.Module):
             norm_position=config.norm_position,
             norm=config.norm,
             activation=config.activation,
-            n_experts=config.n_experts,
-            moe_top_k=config.moe_top_k,
             cross_attention=cross_attention,
             dropout=config.dropout,
             bias=config.bias,
             eps=config.norm_eps,
+            ffn=ffn,
         )
 
     def forward(
@@ -119,7 +120,7 @@ class TransformerBlock(nn.Module):
         x: Tensor,
         *,
         mask: Tensor | None = None,
-        cache: LayerKVCache | None = None,
+        cache: LayerCache | None = None,
         rope_cos_sin: tuple[Tensor, Tensor] | None = None,
         position_bias: Tensor | None = None,
         context: Tensor | None = None,

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from ._checks import check_float, check_int, check_tensor
-from .kv_cache import KVCache
+from .kv_cache import Cache, KVCache
 
 
 def scale_by_temperature(logits: Tensor, temperature: float) -> Tensor:
@@ -110,7 +110,7 @@ def generate_steps(
     max_new_tokens: int,
     *,
     use_cache: bool = True,
-    cache: KVCache | None = None,
+    cache: Cache | None = None,
     temperature: float = 1.0,
     top_k: int | None = None,
     top_p: float | None = None,

@@ -8,11 +8,15 @@ one position counter ``pos``, shared by all layers:
   ``pos .. pos+T-1`` and returns a view of all keys and values so far, ``(B, H, pos+T, d_head)``;
 * after every layer has written, the model calls ``cache.advance(T)``.
 
+That is all a model asks of a cache: the protocol ``Cache`` (and ``LayerCache``) below, which chapter 11's
+readers implement in their own classes too. ``RollingKVCache`` is the other kind: a ring buffer of the last
+``window`` positions for sliding-window attention, which also says where its keys start (``first_kept``).
+
 Use it under ``torch.inference_mode()`` (``generate`` does): it is written in place.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 from torch import Tensor
@@ -23,7 +27,58 @@ if TYPE_CHECKING:
     from .config import TransformerConfig
 
 
-class KVCache:
+class LayerCache(Protocol):
+    """One layer's part of a cache, as the attention layer uses it."""
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Store this layer's new ``k, v (B, H, T, d_head)`` at positions ``pos .. pos+T-1``; return every key
+        and value the new queries attend to, oldest first: ``(B, H, Tk, d_head)`` each."""
+        ...
+
+
+class Cache(Protocol):
+    """What ``TransformerStack.forward`` calls on a cache: ``pos`` (positions stored so far: the new tokens
+    sit at ``pos .. pos+T-1``), ``layer(i).update(k, v)`` in each layer, then ``advance(T)`` once. A cache
+    whose keys do not start at position 0 also has ``first_kept`` (absent: 0, every position is kept)."""
+
+    pos: int
+
+    def layer(self, index: int) -> LayerCache:
+        """The part that attention layer ``index`` writes to."""
+        ...
+
+    def advance(self, n: int) -> None:
+        """Move ``pos`` past ``n`` new positions, after every layer has written them."""
+        ...
+
+
+class _Buffers:
+    """Keys and values ``(n_layers, B, H, slots, d_head)`` and the counter ``pos``: what both kinds of cache hold."""
+
+    def __init__(self, *, n_layers: int, batch_size: int, n_heads: int, d_head: int, slots: int,
+                 dtype: torch.dtype, device: torch.device | str | None, slots_name: str) -> None:
+        sizes = {"n_layers": n_layers, "batch_size": batch_size, "n_heads": n_heads, slots_name: slots,
+                 "d_head": d_head}
+        shape = tuple(check_int(name, size) for name, size in sizes.items())
+        self.k = torch.zeros(shape, dtype=dtype, device=device)  # (L, B, H, slots, d_head)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)  # (L, B, H, slots, d_head)
+        self.pos = 0  # positions 0 .. pos-1 have been written, in every layer
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the positions held, in K and V of every layer."""
+        return 2 * self.k[:, :, :, : self.pos].numel() * self.k.element_size()  # slicing stops at the slots
+
+    def _check_layer(self, index: int) -> None:
+        if not isinstance(index, int) or not 0 <= index < self.k.shape[0]:
+            raise ValueError(f"index must be an int in [0, {self.k.shape[0]}), got {index!r}")
+
+    def reset(self) -> None:
+        """Forget everything (the buffers are reused, not freed)."""
+        self.pos = 0
+
+
+class KVCache(_Buffers):
     """Preallocated keys and values ``(n_layers, B, H, max_len, d_head)`` and one counter ``pos``.
 
     ``n_heads`` counts K/V heads: the model's ``n_kv_heads`` (fewer than its query heads with
@@ -49,11 +104,8 @@ class KVCache:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
     ) -> None:
-        sizes = dict(n_layers=n_layers, batch_size=batch_size, n_heads=n_heads, max_len=max_len, d_head=d_head)
-        shape = tuple(check_int(name, size) for name, size in sizes.items())
-        self.k = torch.zeros(shape, dtype=dtype, device=device)  # (L, B, H, max_len, d_head)
-        self.v = torch.zeros(shape, dtype=dtype, device=device)  # (L, B, H, max_len, d_head)
-        self.pos = 0  # positions 0 .. pos-1 are filled, in every layer
+        super().__init__(n_layers=n_layers, batch_size=batch_size, n_heads=n_heads, d_head=d_head, slots=max_len,
+                         dtype=dtype, device=device, slots_name="max_len")  # (L, B, H, max_len, d_head)
 
     @classmethod
     def from_config(
@@ -64,7 +116,7 @@ class KVCache:
         max_len: int | None = None,
         dtype: torch.dtype = torch.float32,
         device: torch.device | str | None = None,
-    ) -> KVCache:
+    ) -> KVCache | RollingKVCache:
         """A cache for a model built from ``config``; ``max_len`` defaults to ``config.max_len``. With
         ``config.sliding_window`` a ``RollingKVCache`` of that many positions (``max_len`` is then unused)."""
         sizes = dict(n_layers=config.n_layers, batch_size=batch_size, d_head=config.d_head, dtype=dtype,
@@ -83,15 +135,9 @@ class KVCache:
         """The first position whose keys the next ``update`` returns: 0, every position is kept."""
         return 0
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the filled part, positions ``0 .. pos-1`` of K and V in every layer."""
-        return 2 * self.k[:, :, :, : self.pos].numel() * self.k.element_size()
-
     def layer(self, index: int) -> LayerKVCache:
         """The view that attention layer ``index`` writes to."""
-        if not isinstance(index, int) or not 0 <= index < self.k.shape[0]:
-            raise ValueError(f"index must be an int in [0, {self.k.shape[0]}), got {index!r}")
+        self._check_layer(index)
         return LayerKVCache(self, index)
 
     def advance(self, n: int) -> None:
@@ -107,18 +153,19 @@ class KVCache:
             raise ValueError(f"pos must be <= the filled positions ({self.pos}), got {pos}")
         self.pos = pos
 
-    def reset(self) -> None:
-        """Forget everything (the buffers are reused, not freed): ``truncate(0)``."""
-        self.truncate(0)
 
 
-class LayerKVCache:
-    """One layer's view of a ``KVCache``: ``update(k, v)`` writes at the shared counter ``pos``."""
+class _LayerView:
+    """One layer's slice of a cache's buffers, ``(B, H, slots, d_head)`` each, and the cache (for ``pos``)."""
 
-    def __init__(self, cache: KVCache, index: int) -> None:
+    def __init__(self, cache: KVCache | RollingKVCache, index: int) -> None:
         self.cache = cache
-        self.k = cache.k[index]  # (B, H, max_len, d_head), a view
-        self.v = cache.v[index]  # (B, H, max_len, d_head), a view
+        self.k = cache.k[index]  # (B, H, slots, d_head), a view
+        self.v = cache.v[index]  # (B, H, slots, d_head), a view
+
+
+class LayerKVCache(_LayerView):
+    """One layer's view of a ``KVCache``: ``update(k, v)`` writes at the shared counter ``pos``."""
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Store ``k, v`` ``(B, H, T, d_head)`` at positions ``pos .. pos+T-1``.
@@ -138,7 +185,7 @@ class LayerKVCache:
         return self.k[:, :, :end], self.v[:, :, :end]  # (B, H, end, d_head)
 
 
-class RollingKVCache(KVCache):
+class RollingKVCache(_Buffers):
     """A ring buffer of the last ``window`` positions, for sliding-window attention: its memory does not
     grow with the length. Position ``p`` lives in slot ``p % window``; ``pos`` counts every position ever
     written (no ``max_len``). An ``update`` of ``T`` new positions returns the kept ones, oldest first,
@@ -154,8 +201,13 @@ class RollingKVCache(KVCache):
 
     def __init__(self, *, n_layers: int, batch_size: int, n_heads: int, d_head: int, window: int,
                  dtype: torch.dtype = torch.float32, device: torch.device | str | None = None) -> None:
-        super().__init__(n_layers=n_layers, batch_size=batch_size, n_heads=n_heads, d_head=d_head,
-                         max_len=check_int("window", window), dtype=dtype, device=device)  # (L, B, H, window, d)
+        super().__init__(n_layers=n_layers, batch_size=batch_size, n_heads=n_heads, d_head=d_head, slots=window,
+                         dtype=dtype, device=device, slots_name="window")  # (L, B, H, window, d_head)
+
+    @property
+    def window(self) -> int:
+        """How many of the latest positions the cache keeps."""
+        return self.k.shape[3]
 
     def advance(self, n: int) -> None:
         """Move the position counter past ``n`` new positions: no limit, old positions are overwritten."""
@@ -163,26 +215,16 @@ class RollingKVCache(KVCache):
 
     @property
     def first_kept(self) -> int:
-        return max(0, self.pos - self.max_len)  # max_len: the window
+        """The oldest position still held (the next ``update`` returns keys from there on)."""
+        return max(0, self.pos - self.window)
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the kept positions (at most ``window``) of K and V in every layer."""
-        return 2 * self.k[:, :, :, : self.pos].numel() * self.k.element_size()  # slicing stops at window
-
-    def layer(self, index: int) -> LayerKVCache:
-        super().layer(index)  # checks index
+    def layer(self, index: int) -> RollingLayerKVCache:
+        """The view that attention layer ``index`` writes to."""
+        self._check_layer(index)
         return RollingLayerKVCache(self, index)
 
-    def truncate(self, pos: int) -> None:
-        """Only ``reset`` (``pos=0``) or no change: rewinding would need positions already overwritten."""
-        if pos not in (0, self.pos):
-            raise ValueError(f"a RollingKVCache can only be reset (pos=0), got pos={pos!r}: older positions "
-                             "were overwritten")
-        self.pos = pos
 
-
-class RollingLayerKVCache(LayerKVCache):
+class RollingLayerKVCache(_LayerView):
     """One layer's view of a ``RollingKVCache``."""
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:

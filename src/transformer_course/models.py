@@ -15,7 +15,7 @@ from ._checks import check_tensor
 from .attention import causal_mask, sliding_window_mask
 from .block import TransformerBlock
 from .config import TransformerConfig
-from .kv_cache import KVCache
+from .kv_cache import Cache
 from .norm import make_norm
 from .positional import ALiBi, LearnedPositions, RotaryEmbedding, SinusoidalPositions
 from .trace import LayerTrace, Trace
@@ -80,7 +80,7 @@ class TransformerStack(nn.Module):
         idx: Tensor,
         *,
         mask: Tensor | None = None,
-        cache: KVCache | None = None,
+        cache: Cache | None = None,
         context: Tensor | None = None,
         context_mask: Tensor | None = None,
         trace: list[LayerTrace] | None = None,
@@ -96,28 +96,14 @@ class TransformerStack(nn.Module):
         position so far, prompt padding False: for left-padded prompts of different lengths. Each row's
         positions then count its real tokens only, and no real token attends to padding.
         """
-        check_tensor("idx", idx, "(B, T)", dtype="int")
-        B, T = idx.shape
-        V = self.config.vocab_size
         start = 0 if cache is None else cache.pos
-        # Reading idx's values waits for the GPU: checked on every forward except a decoding step (one new
-        # token after a filled cache, which the model itself has just chosen): that hot path never waits.
-        decoding_step = start > 0 and T == 1
-        if T == 0 or (not decoding_step and (int(idx.min()) < 0 or int(idx.max()) >= V)):
-            got = f"T={T}" if T == 0 else f"values in [{int(idx.min())}, {int(idx.max())}]"
-            raise ValueError(f"idx must hold T >= 1 token ids in [0, {V}), got {got}")
-        positions = torch.arange(start, start + T, device=idx.device)  # (T,) where the new tokens sit
-        # A cache needs only pos, layer(i).update and advance (chapter 11's readers write their own); one that
-        # forgets old positions (RollingKVCache) also says which it still holds.
+        self._check_ids(idx, start)
+        T = idx.shape[1]
+        # A cache needs only pos, layer(i).update and advance (the protocol in kv_cache.py); one that forgets
+        # old positions (RollingKVCache) also says which it still holds.
         first_key = getattr(cache, "first_kept", 0)
-        key_positions = torch.arange(first_key, start + T, device=idx.device)  # (Tk,) every key attended to
-        t_k, window = start + T - first_key, self.config.sliding_window
-        if attention_mask is not None:  # per-row positions (B, T), (B, Tk); padding hidden from real tokens
-            check_tensor("attention_mask", attention_mask, "(B, Tk)", dtype="mask", B=B, Tk=start + T)
-            real = attention_mask.bool()  # (B, start + T)
-            counted = (real.long().cumsum(dim=1) - 1).clamp(min=0)  # (B, start + T): real tokens before
-            positions, key_positions = counted[:, start:], counted[:, first_key:]
-            padding = real[:, None, None, first_key:] | ~real[:, None, start:, None]  # (B, 1, T, Tk)
+        positions, key_positions, padding = self._positions(idx, start, first_key, attention_mask)
+        if padding is not None:
             mask = padding if mask is None else mask & padding  # a padding query may look anywhere: no NaN
 
         x = self.tok_emb(idx)  # (B, T, C)
@@ -127,11 +113,7 @@ class TransformerStack(nn.Module):
         x = self.dropout(x)
         cos_sin = None if self.rope is None else self.rope(positions)  # (cos, sin), (T, d_head) or (B, T, d_head)
         bias = None if self.alibi is None else self.alibi(positions, key_positions)  # (H, T, Tk) or (B, H, T, Tk)
-        # One new token may see every key so far (no mask needed), unless a window hides the oldest.
-        if self.causal and (T > 1 or (window is not None and t_k > window)):
-            causal = (causal_mask(T, t_k, device=idx.device) if window is None
-                      else sliding_window_mask(T, t_k, window, device=idx.device))  # (T, Tk)
-            mask = causal if mask is None else mask & causal
+        mask = self._self_attention_mask(mask, T, start + T - first_key, idx.device)
         for i, block in enumerate(self.blocks):
             layer_cache = None if cache is None else cache.layer(i)
             x = block(x, mask=mask, cache=layer_cache, rope_cos_sin=cos_sin, position_bias=bias,
@@ -139,6 +121,43 @@ class TransformerStack(nn.Module):
         if cache is not None:
             cache.advance(T)  # every layer has stored positions start .. start+T-1
         return self.final_norm(x)  # (B, T, C)
+
+    def _check_ids(self, idx: Tensor, start: int) -> None:
+        """``idx (B, T)`` holds ``T >= 1`` token ids below the vocabulary size."""
+        check_tensor("idx", idx, "(B, T)", dtype="int")
+        T, V = idx.shape[1], self.config.vocab_size
+        # Reading idx's values waits for the GPU: checked on every forward except a decoding step (one new
+        # token after a filled cache, which the model itself has just chosen): that hot path never waits.
+        decoding_step = start > 0 and T == 1
+        if T == 0 or (not decoding_step and (int(idx.min()) < 0 or int(idx.max()) >= V)):
+            got = f"T={T}" if T == 0 else f"values in [{int(idx.min())}, {int(idx.max())}]"
+            raise ValueError(f"idx must hold T >= 1 token ids in [0, {V}), got {got}")
+
+    @staticmethod
+    def _positions(idx: Tensor, start: int, first_key: int,
+                   attention_mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
+        """Where the new tokens sit and where the keys sit, ``(T,)`` and ``(Tk,)``; with an ``attention_mask``
+        each row counts its real tokens only, ``(B, T)`` and ``(B, Tk)``, and the padding mask
+        ``(B, 1, T, Tk)`` hides padding from real tokens (``None`` without one)."""
+        B, T = idx.shape
+        if attention_mask is None:
+            positions = torch.arange(start, start + T, device=idx.device)  # (T,)
+            return positions, torch.arange(first_key, start + T, device=idx.device), None  # (T,), (Tk,)
+        check_tensor("attention_mask", attention_mask, "(B, Tk)", dtype="mask", B=B, Tk=start + T)
+        real = attention_mask.bool()  # (B, start + T)
+        counted = (real.long().cumsum(dim=1) - 1).clamp(min=0)  # (B, start + T): real tokens before
+        padding = real[:, None, None, first_key:] | ~real[:, None, start:, None]  # (B, 1, T, Tk)
+        return counted[:, start:], counted[:, first_key:], padding
+
+    def _self_attention_mask(self, mask: Tensor | None, T: int, t_k: int, device: torch.device) -> Tensor | None:
+        """``mask`` and (in a decoder) the causal or sliding-window mask ``(T, Tk)``. One new token may see
+        every key so far (no mask needed), unless a window hides the oldest."""
+        window = self.config.sliding_window
+        if not self.causal or (T == 1 and (window is None or t_k <= window)):
+            return mask
+        causal = (causal_mask(T, t_k, device=device) if window is None
+                  else sliding_window_mask(T, t_k, window, device=device))  # (T, Tk)
+        return causal if mask is None else mask & causal
 
 
 class DecoderOnly(nn.Module):
@@ -159,19 +178,19 @@ class DecoderOnly(nn.Module):
         self.lm_head = make_lm_head(config, self.transformer.tok_emb)
         self.apply(init_weights)
 
-    def forward(self, idx: Tensor, cache: KVCache | None = None, attention_mask: Tensor | None = None) -> Tensor:
+    def forward(self, idx: Tensor, cache: Cache | None = None, attention_mask: Tensor | None = None) -> Tensor:
         """Logits ``(B, T, V)`` for every position; with a ``cache``, ``idx`` holds only the new tokens.
         ``attention_mask (B, positions so far)``: False/0 at left padding (``TransformerStack.forward``)."""
         return self.lm_head(self.transformer(idx, cache=cache, attention_mask=attention_mask))  # (B, T, V)
 
-    def inspect(self, idx: Tensor, cache: KVCache | None = None, attention_mask: Tensor | None = None) -> Trace:
+    def inspect(self, idx: Tensor, cache: Cache | None = None, attention_mask: Tensor | None = None) -> Trace:
         """``forward``, also returning every layer's attention weights, q, k, v and output (call ``.eval()``)."""
         layers: list[LayerTrace] = []
         hidden = self.transformer(idx, cache=cache, trace=layers, attention_mask=attention_mask)  # (B, T, C)
         return Trace(logits=self.lm_head(hidden), layers=layers)
 
     def next_token_logits(
-        self, idx: Tensor, cache: KVCache | None = None, attention_mask: Tensor | None = None
+        self, idx: Tensor, cache: Cache | None = None, attention_mask: Tensor | None = None
     ) -> Tensor:
         """Logits ``(B, V)`` for the token after ``idx``: the LM head runs at the last position only."""
         return self.lm_head(self.transformer(idx, cache=cache, attention_mask=attention_mask)[:, -1])  # (B, V)
@@ -233,7 +252,7 @@ class EncoderDecoder(nn.Module):
         return self.encoder(src, mask=src_mask)
 
     def decode(
-        self, tgt: Tensor, memory: Tensor, *, src_mask: Tensor | None = None, cache: KVCache | None = None
+        self, tgt: Tensor, memory: Tensor, *, src_mask: Tensor | None = None, cache: Cache | None = None
     ) -> Tensor:
         """Logits ``(B, T, V)`` of the decoder over ``tgt (B, T)`` attending to ``memory (B, S, C)``."""
         return self.lm_head(self.decoder(tgt, cache=cache, context=memory, context_mask=src_mask))

@@ -19,7 +19,7 @@ from torch.nn import functional as F
 
 from ._checks import check_broadcastable, check_float, check_int, check_mask, check_tensor
 from .attention import scaled_dot_product_attention
-from .kv_cache import LayerKVCache
+from .kv_cache import LayerCache
 from .positional import apply_rope
 from .trace import AttentionTrace
 
@@ -87,7 +87,7 @@ class MultiHeadAttention(nn.Module):
         *,
         context: Tensor | None = None,
         mask: Tensor | None = None,
-        cache: LayerKVCache | None = None,
+        cache: LayerCache | None = None,
         rope_cos_sin: tuple[Tensor, Tensor] | None = None,
         position_bias: Tensor | None = None,
         need_weights: bool = False,
@@ -100,7 +100,7 @@ class MultiHeadAttention(nn.Module):
             context: ``(B, S, C)`` keys' and values' inputs; required for cross-attention, else ``None``.
             mask: bool, ``True`` = may attend, broadcastable to ``(B, H, T, Tk)``; ``Tk`` is ``T``, ``S``,
                 or with a cache the number of positions so far.
-            cache: this layer's ``KVCache`` view (self-attention only); new k, v are appended to it.
+            cache: this layer's part of the cache (self-attention only; ``kv_cache.LayerCache``): new k, v are stored.
             rope_cos_sin: ``(cos, sin)``, each ``(T, d_head)``, for the positions of ``x``: rotates q and k
                 (RoPE; the stack's ``RotaryEmbedding`` module makes them).
             position_bias: float, added to the scores, broadcastable to ``(B, H, T, Tk)`` (ALiBi).
