@@ -47,7 +47,7 @@ from sphinxcontrib.bibtex.style.referencing import BaseReferenceStyle, BracketSt
 from sphinxcontrib.bibtex.style.referencing.basic_label import BasicLabelParentheticalReferenceStyle
 from sphinxcontrib.bibtex.style.template import join2, post_text, pre_text, reference
 
-from make_exercises import colab_base  # one definition of the Colab address, for the notebooks too
+from make_exercises import BEGIN, END, colab_base  # one Colab address and one pair of solution markers
 from myst_markdown import CITATION, author_text, citation_labels  # a citation reads the same in the notebooks
 
 
@@ -279,7 +279,7 @@ def _add_index_entries(app: Sphinx, doctree: nodes.document) -> None:
         doctree.insert(0, addnodes.index(entries=entries, inline=False))
 
 
-_SOLUTION_MARKER = re.compile(r"^[ \t]*### (BEGIN|END) SOLUTION[ \t]*\n", re.M)
+_SOLUTION_MARKER = re.compile(rf"^[ \t]*(?:{re.escape(BEGIN)}|{re.escape(END)})[ \t]*\n", re.M)
 _ALIGNED = re.compile(r"\S {2,}\S")
 
 
