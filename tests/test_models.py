@@ -5,7 +5,6 @@ import pytest
 import torch
 from tiny import B, MAX_LEN, T, VOCAB, tiny_config
 
-from transformer_course.attention import padding_mask
 from transformer_course.config import POSITIONAL_SCHEMES
 from transformer_course.kv_cache import KVCache
 from transformer_course.hf import from_hf_gpt2
@@ -98,8 +97,8 @@ def test_encoder_is_bidirectional_and_ignores_padding():
     changed = idx.clone()
     changed[:, 5:] = (changed[:, 5:] + 1) % VOCAB
     assert not torch.allclose(model(idx)[:, :5], model(changed)[:, :5])  # earlier positions see later ones
-    mask = padding_mask(torch.tensor([5, 5]), T)  # positions 5, 6 are padding
-    torch.testing.assert_close(model(idx, mask=mask)[:, :5], model(changed, mask=mask)[:, :5])
+    real = (torch.arange(T) < 5).expand(B, T)  # positions 5, 6 are padding
+    torch.testing.assert_close(model(idx, attention_mask=real)[:, :5], model(changed, attention_mask=real)[:, :5])
 
 
 def test_encoder_decoder_reads_the_source_through_cross_attention():
@@ -109,11 +108,57 @@ def test_encoder_decoder_reads_the_source_through_cross_attention():
     assert logits.shape == (B, T, VOCAB)
     other_src = (src + 1) % VOCAB
     assert not torch.allclose(logits, model(other_src, tgt))
-    lengths = torch.tensor([S, 3])
-    src_mask = padding_mask(lengths, S)
+    real = torch.arange(S) < torch.tensor([S, 3])[:, None]  # (B, S): sequence 1 has 2 padding positions
     padded = src.clone()
     padded[1, 3:] = 0  # change only sequence 1's padding
-    torch.testing.assert_close(model(src, tgt, src_mask=src_mask), model(padded, tgt, src_mask=src_mask))
+    torch.testing.assert_close(model(src, tgt, attention_mask=real), model(padded, tgt, attention_mask=real))
+
+
+# One padding convention for the three models: attention_mask (B, positions), False at padding, wherever it
+# is. Rows of different lengths padded left, right and in the middle (token 0 as padding and as a real token)
+# give, at every real position, what each row gives alone; every positional scheme.
+_ROWS = [[0, 5, 3, 9, 2], [7, 0], [4, 4, 8]]  # real tokens; the batch pads them to 7 positions
+_PADDINGS = {"right": lambda n: [True] * n + [False] * (7 - n), "left": lambda n: [False] * (7 - n) + [True] * n,
+             "middle": lambda n: [True] * (n - n // 2) + [False] * (7 - n) + [True] * (n // 2)}
+
+
+def _padded(where: str, pad_id: int = 11) -> tuple[torch.Tensor, torch.Tensor]:
+    real = torch.tensor([_PADDINGS[where](len(r)) for r in _ROWS])  # (3, 7)
+    idx = torch.full(real.shape, pad_id)
+    idx[real] = torch.tensor([t for r in _ROWS for t in r])
+    return idx, real
+
+
+@pytest.mark.parametrize("where", list(_PADDINGS))
+@pytest.mark.parametrize("positional", POSITIONAL_SCHEMES)
+def test_every_model_takes_attention_mask_and_each_row_then_equals_the_row_alone(where: str, positional: str):
+    torch.manual_seed(4)
+    config = tiny_config(positional=positional)
+    idx, real = _padded(where)
+    tgt = torch.tensor([[1, 6, 2, 9]] * 3)  # (3, 4)
+    for model in (EncoderOnly(config).eval(), DecoderOnly(config).eval(), EncoderDecoder(config).eval()):
+        with torch.no_grad():
+            if isinstance(model, EncoderDecoder):
+                batch = model(idx, tgt, attention_mask=real)  # (3, 4, V): every target position is real
+                alone = [model(torch.tensor([r]), tgt[:1])[0] for r in _ROWS]
+                got = list(batch)
+            else:
+                batch = model(idx, attention_mask=real.long())  # 0/1 works as bool
+                alone = [model(torch.tensor([r]))[0] for r in _ROWS]
+                got = [batch[i][real[i]] for i in range(3)]  # (n_i, V): the real positions
+            other = model(*(_padded(where, pad_id=3)[0], tgt) if isinstance(model, EncoderDecoder) else
+                          (_padded(where, pad_id=3)[0],), attention_mask=real)
+        for g, a in zip(got, alone):
+            torch.testing.assert_close(g, a, atol=2e-5, rtol=0)
+        if isinstance(model, EncoderDecoder):  # another padding token changes nothing real
+            torch.testing.assert_close(other, batch, atol=2e-5, rtol=0)
+        else:
+            torch.testing.assert_close(other[real], batch[real], atol=2e-5, rtol=0)
+        if not (isinstance(model, DecoderOnly) and where == "right"):  # (a causal model never sees right padding)
+            with torch.no_grad():  # the mutation: without the mask, real positions change
+                plain = model(idx, tgt) if isinstance(model, EncoderDecoder) else model(idx)
+            changed = (plain - batch).abs().amax(-1)  # (3, positions)
+            assert (changed if isinstance(model, EncoderDecoder) else changed[real]).max() > 1e-3
 
 
 def test_encoder_decoder_cached_decoding_equals_full():

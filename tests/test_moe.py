@@ -29,14 +29,14 @@ def test_one_expert_is_the_plain_ffn() -> None:
     torch.manual_seed(1)
     moe = tc.MoEFeedForward(8, 16, n_experts=1, top_k=1)
     x = torch.randn(4, 8)
-    out, aux = moe(x)
-    assert moe.gate == "switch" and torch.equal(moe.route(x)[0], torch.ones(4, 1))
-    assert torch.allclose(out, moe.experts[0](x), atol=1e-7) and abs(aux.item() - 1.0) < 1e-6
+    out, routing = moe(x)
+    assert moe.router.gate == "switch" and torch.equal(routing.gates, torch.ones(4, 1))
+    assert torch.allclose(out, moe.experts[0](x), atol=1e-7) and abs(routing.balancing_loss().item() - 1.0) < 1e-6
 
 
 @pytest.mark.parametrize(("top_k", "gate"), [(1, "switch"), (2, "switch"), (2, "mixtral")])
 def test_the_task_loss_alone_gives_gradient_to_router_and_experts(top_k: int, gate: str) -> None:
-    """No ``aux_loss`` here: the router must learn from the language-model loss through the gates."""
+    """No balancing loss here: the router must learn from the language-model loss through the gates."""
     torch.manual_seed(3)
     moe = tc.MoEFeedForward(8, 16, n_experts=4, top_k=top_k, gate=gate)
     out, _ = moe(torch.randn(6, 8))  # (6, 8)
@@ -50,8 +50,9 @@ def test_mixtral_gate_with_top_1_is_exactly_one_so_only_the_balancing_loss_reach
     torch.manual_seed(3)
     moe = tc.MoEFeedForward(8, 16, n_experts=4, top_k=1, gate="mixtral")
     x = torch.randn(6, 8)
-    assert torch.equal(moe.route(x)[0], torch.ones(6, 1))
-    out, aux = moe(x)  # (6, 8), ()
+    out, routing = moe(x)  # (6, 8), gates (6, 1)
+    assert torch.equal(routing.gates, torch.ones(6, 1))
+    aux = routing.balancing_loss()  # ()
     torch.nn.functional.mse_loss(out, torch.randn(6, 8)).backward(retain_graph=True)
     assert moe.router.weight.grad.abs().sum() == 0  # the task loss: nothing
     aux.backward()
@@ -64,11 +65,11 @@ def test_switch_gates_are_the_full_softmax_at_the_chosen_experts_and_mixtral_ren
     mixtral = tc.MoEFeedForward(10, 14, n_experts=6, top_k=2, gate="mixtral")
     mixtral.load_state_dict(switch.state_dict())
     x = torch.randn(5, 9, 10)
-    gates, chosen, logits = switch.route(x)  # (5, 9, 2), (5, 9, 2), (5, 9, 6)
+    gates, chosen, logits = switch.router.route(x)  # (5, 9, 2), (5, 9, 2), (5, 9, 6)
     top_probs, top_experts = logits.softmax(dim=-1).topk(2, dim=-1)  # (5, 9, 2) each
     assert torch.equal(chosen, top_experts) and torch.allclose(gates, top_probs, atol=1e-7)
     assert (gates.sum(dim=-1) < 1 - 1e-3).all()  # the 4 experts left out keep their share of the probability
-    mixed, mixtral_chosen, _ = mixtral.route(x)  # (5, 9, 2) each
+    mixed, mixtral_chosen, _ = mixtral.router.route(x)  # (5, 9, 2) each
     assert torch.equal(mixtral_chosen, chosen) and torch.allclose(mixed.sum(dim=-1), torch.ones(5, 9))
     assert torch.allclose(mixed, gates / gates.sum(dim=-1, keepdim=True), atol=1e-6)
 
@@ -107,9 +108,11 @@ def test_one_expert_model_equals_the_dense_model_with_the_same_weights() -> None
     missing = moe.load_state_dict(weights, strict=False).missing_keys
     assert sorted(missing) == [f"transformer.blocks.{i}.ffn.router.weight" for i in range(2)]
     idx = torch.randint(0, 37, (3, 11))
-    assert torch.allclose(moe(idx), dense(idx), atol=1e-6)
-    assert moe.moe_aux_loss().item() == pytest.approx(2.0)  # one expert: each layer's loss is 1
-    assert dense.moe_aux_loss().item() == 0.0
+    logits, balancing = moe.logits_and_balancing_loss(idx)
+    assert torch.allclose(logits, dense(idx), atol=1e-6) and torch.equal(logits, moe(idx))
+    assert balancing.item() == pytest.approx(2.0)  # one expert: each layer's loss is 1
+    assert dense.logits_and_balancing_loss(idx)[1].item() == 0.0
+    assert not any(isinstance(v, torch.Tensor) for b in moe.transformer.blocks for v in vars(b).values())
 
 
 def test_moe_model_routes_each_token_alone_so_cached_decoding_equals_the_full_forward() -> None:
@@ -129,14 +132,21 @@ def test_moe_model_routes_each_token_alone_so_cached_decoding_equals_the_full_fo
     assert torch.equal(*greedy)
 
 
-def test_moe_aux_loss_is_the_sum_of_the_layers_losses_and_trains_the_routers() -> None:
+def test_the_balancing_loss_is_the_sum_of_the_layers_routings_and_nothing_stays_on_the_modules() -> None:
     tc.set_seed(2)
     model = tc.DecoderOnly(_moe_config(n_layers=3)).train()
-    model(torch.randint(0, 37, (4, 9)))
-    layers = [block.aux_loss for block in model.transformer.blocks]
+    idx = torch.randint(0, 37, (4, 9))
+    routing: list = []
+    hidden = model.transformer(idx, routing=routing)  # (B, T, C)
+    assert [r.chosen.shape for r in routing] == [(4, 9, 2)] * 3 and routing[0].router_logits.shape == (4, 9, 5)
+    layers = [r.balancing_loss() for r in routing]
     assert all(1.0 <= loss.item() <= 5.0 for loss in layers)  # between balanced (1) and collapsed (E)
-    assert model.moe_aux_loss().item() == pytest.approx(sum(loss.item() for loss in layers))
-    model.moe_aux_loss().backward()
+    logits, total = model.logits_and_balancing_loss(idx)
+    assert torch.equal(logits, model.lm_head(hidden)) and total.item() == pytest.approx(sum(x.item() for x in layers))
+    kept = [name for block in model.transformer.blocks for name, value in vars(block).items()
+            if isinstance(value, torch.Tensor)]
+    assert kept == []  # the routing went to the caller, not onto the blocks
+    total.backward()
     assert all(block.ffn.router.weight.grad.abs().sum() > 0 for block in model.transformer.blocks)
     per_expert = sum(p.numel() for p in model.transformer.blocks[0].ffn.experts[0].parameters())
     dense = tc.DecoderOnly(_moe_config(n_layers=3, n_experts=None))
@@ -144,13 +154,31 @@ def test_moe_aux_loss_is_the_sum_of_the_layers_losses_and_trains_the_routers() -
     assert tc.count_params(model) - tc.count_params(dense) == 3 * (4 * per_expert + router)
 
 
+@pytest.mark.parametrize("gate", ["switch", "mixtral"])
+def test_the_task_loss_alone_trains_a_top_1_router_with_the_switch_gate_and_not_with_mixtrals(gate: str) -> None:
+    """The gradient of the language-model loss alone (no balancing loss added) reaches every router of a
+    top-1 model through Switch's gate; Mixtral's gate is exactly 1 at k = 1, so it gives the routers none."""
+    tc.set_seed(6)
+    model = tc.DecoderOnly(_moe_config(n_experts=4, moe_top_k=1))
+    for block in model.transformer.blocks:
+        block.ffn.router.gate = gate
+    idx = torch.randint(0, 37, (3, 10), generator=torch.Generator().manual_seed(1))  # (B, T + 1)
+    tc.lm_loss(model(idx[:, :-1]), idx[:, 1:]).backward()
+    grads = [block.ffn.router.weight.grad for block in model.transformer.blocks]  # (4, 24) each
+    if gate == "switch":
+        assert all(g is not None and (g.abs().sum(dim=1) > 0).all() for g in grads)  # every expert's row
+    else:
+        assert all(g is None or torch.count_nonzero(g) == 0 for g in grads)
+
+
 def test_the_default_gate_is_switch_for_top_1_and_mixtral_otherwise_and_unknown_gates_are_refused() -> None:
-    assert [tc.MoEFeedForward(8, 16, n_experts=4, top_k=k).gate for k in (1, 2, 3)] == ["switch", "mixtral", "mixtral"]
-    assert tc.MoEFeedForward(8, 16, n_experts=4, top_k=1, gate="mixtral").gate == "mixtral"
+    gates = [tc.MoEFeedForward(8, 16, n_experts=4, top_k=k).router.gate for k in (1, 2, 3)]
+    assert gates == ["switch", "mixtral", "mixtral"]
+    assert tc.MoEFeedForward(8, 16, n_experts=4, top_k=1, gate="mixtral").router.gate == "mixtral"
     assert "n_experts=4, top_k=1, gate='switch'" in repr(tc.MoEFeedForward(8, 16, n_experts=4, top_k=1))
     for k, gate in ((1, "switch"), (2, "mixtral")):  # the config has no gate field: the default by k applies
         model = tc.DecoderOnly(_moe_config(moe_top_k=k))
-        assert all(block.ffn.gate == gate for block in model.transformer.blocks)
+        assert all(block.ffn.router.gate == gate for block in model.transformer.blocks)
     with pytest.raises(ValueError, match=r"gate must be one of \['mixtral', 'switch'\], got 'softmax'"):
         tc.MoEFeedForward(8, 16, n_experts=4, gate="softmax")
 
@@ -165,7 +193,7 @@ def test_a_top_1_model_trained_without_the_balancing_loss_moves_its_routers_only
     model = tc.DecoderOnly(_moe_config(n_experts=4, moe_top_k=1))
     moes = [block.ffn for block in model.transformer.blocks]
     for moe in moes:
-        moe.gate = gate
+        moe.router.gate = gate
     before = [moe.router.weight.detach().clone() for moe in moes]  # (4, 24) each
     idx = torch.randint(0, 37, (4, 12), generator=torch.Generator().manual_seed(0))  # (B, T + 1)
     tc.train(model, lambda: (idx[:, :-1], idx[:, 1:]), steps=3, progress=False)
@@ -201,11 +229,11 @@ def test_the_mixtral_gate_equals_transformers_mixtral_block() -> None:
         expected = expected[0] if isinstance(expected, tuple) else expected  # (3, 7, 12)
         got, _ = ours(x)
         _, their_weights, their_experts = theirs.gate(x.reshape(-1, 12))
-        gates, chosen, _ = ours.route(x.reshape(-1, 12))
+        gates, chosen, _ = ours.router.route(x.reshape(-1, 12))
     # their router's softmax runs in float32 (router_logits.float()): agreement to float32 rounding
     assert torch.equal(chosen, their_experts) and (gates - their_weights).abs().max() < 1e-6
     assert (got - expected).abs().max() < 1e-6
     # the mutation: Switch's gate (not renormalised) differs from Mixtral's block
-    ours.gate = "switch"
+    ours.router.gate = "switch"
     with torch.no_grad():
         assert (ours(x)[0] - expected).abs().max() > 1e-3

@@ -12,7 +12,7 @@ import pytest
 import torch
 from tiny import B, D_HEAD, D_MODEL, MAX_LEN, N_HEADS, T, VOCAB, tiny_config
 
-from transformer_course.attention import causal_mask, padding_mask
+from transformer_course.attention import causal_mask
 from transformer_course.kv_cache import KVCache
 from transformer_course.hf import from_hf_gpt2
 from transformer_course.models import DecoderOnly, EncoderDecoder, EncoderOnly
@@ -100,9 +100,10 @@ def test_encoder_decoder_traces_cross_attention_and_padding():
     model = EncoderDecoder(tiny_config(norm_position="post")).eval()
     src, tgt = _idx(S, seed=2), _idx(T, seed=3)
     lengths = torch.tensor([S, 3])
+    real = torch.arange(S) < lengths[:, None]  # (B, S)
     with torch.no_grad():
-        trace = model.inspect(src, tgt, src_mask=padding_mask(lengths, S))
-        torch.testing.assert_close(trace.logits, model(src, tgt, src_mask=padding_mask(lengths, S)), atol=1e-5, rtol=0)
+        trace = model.inspect(src, tgt, attention_mask=real)
+        torch.testing.assert_close(trace.logits, model(src, tgt, attention_mask=real), atol=1e-5, rtol=0)
     assert len(trace.encoder_layers) == 2 and trace.encoder_layers[0].cross_attention is None
     cross = torch.stack([layer.cross_attention.weights for layer in trace.layers])  # (L, B, H, T, S)
     assert cross.shape == (2, B, N_HEADS, T, S)

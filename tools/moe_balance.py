@@ -38,19 +38,20 @@ def main(argv: list[str]) -> None:
                                       moe_top_k=1)
         moe = tc.DecoderOnly(config)
         for block in moe.transformer.blocks:
-            block.ffn.gate = gate  # "switch" or "mixtral"
+            block.ffn.router.gate = gate  # "switch" or "mixtral"
         before = [block.ffn.router.weight.detach().clone() for block in moe.transformer.blocks]
         gen = torch.Generator().manual_seed(0)
 
         def step() -> torch.Tensor:
             x, y = tc.data.lm_batch(train_ids, 32, L, generator=gen)
-            return tc.lm_loss(moe(x), y) + weight * moe.moe_aux_loss()
+            logits, balancing = moe.logits_and_balancing_loss(x)
+            return tc.lm_loss(logits, y) + weight * balancing
 
         tc.train(moe, loss_step=step, steps=200, lr=3e-3, progress=False)
         moved = max((b.ffn.router.weight - w).abs().max().item() for b, w in zip(moe.transformer.blocks, before))
         with torch.no_grad():
             trace = moe.inspect(x_val)
-            loss, aux = tc.lm_loss(trace.logits, y_val).item(), moe.moe_aux_loss().item()
+            loss, aux = tc.lm_loss(trace.logits, y_val).item(), moe.logits_and_balancing_loss(x_val)[1].item()
         shares = [torch.bincount(layer.experts.flatten(), minlength=4).float() / layer.experts.numel()
                   for layer in trace.layers]
         print(f"weight {weight} gate {gate} seed {seed}: validation {loss:.3f}, balancing loss {aux:.3f}, "

@@ -16,7 +16,7 @@ from ._checks import check_choice, check_float
 from .config import NORM_POSITIONS
 from .ffn import make_ffn
 from .kv_cache import LayerCache
-from .moe import MoEFeedForward
+from .moe import MoEFeedForward, Routing
 from .multihead import MultiHeadAttention
 from .norm import make_norm
 from .trace import AttentionTrace, LayerTrace
@@ -87,10 +87,9 @@ class TransformerBlock(nn.Module):
             self.cross_attn_residual = residual()
         else:
             self.cross_attn = None
-        # The FFN is a part: the one given (a dense FFN or a mixture of experts, whose forward also returns the
-        # load-balancing loss, kept here), or a dense one with `activation`.
+        # The FFN is a part: the one given (a dense FFN, or a mixture of experts, whose forward also returns
+        # its routing, handed to the caller), or a dense one with `activation`.
         self.ffn = make_ffn(activation, d_model, d_ff, bias=bias) if ffn is None else ffn
-        self.aux_loss: Tensor | None = None  # the MoE layer's load-balancing loss in the last forward
         self.ffn_residual = residual()
 
     @classmethod
@@ -126,10 +125,12 @@ class TransformerBlock(nn.Module):
         context: Tensor | None = None,
         context_mask: Tensor | None = None,
         trace: list[LayerTrace] | None = None,
+        routing: list[Routing] | None = None,
     ) -> Tensor:
         """``x (B, T, C) -> (B, T, C)``; ``mask``, ``cache``, ``rope_cos_sin``, ``position_bias`` go to self-attention,
         ``context (B, S, C)`` and ``context_mask`` (broadcastable to ``(B, H, T, S)``) to cross-attention.
-        ``trace``: a list to append this block's ``LayerTrace`` to (see ``TransformerStack.forward``)."""
+        ``trace``: a list to append this block's ``LayerTrace`` to (see ``TransformerStack.forward``);
+        ``routing``: a list to append a mixture-of-experts FFN's ``Routing`` to (nothing for a dense FFN)."""
         attn: list[AttentionTrace] | None = None if trace is None else []
         cross: list[AttentionTrace] | None = None if trace is None else []
         x = self.self_attn_residual(
@@ -142,17 +143,19 @@ class TransformerBlock(nn.Module):
             )
         elif context is not None:
             raise ValueError("context was given, but this block has no cross-attention (cross_attention=False)")
-        experts = None
+        routed: list[Routing] = []  # a mixture of experts also returns where it sent each token
 
-        def mixture(h: Tensor) -> Tensor:  # (B, T, C) -> (B, T, C)
-            nonlocal experts
-            out, self.aux_loss = self.ffn(h)
-            if trace is not None:
-                experts = self.ffn.route(h)[1]  # (B, T, k): each token's experts
+        def ffn(h: Tensor) -> Tensor:  # (B, T, C) -> (B, T, C)
+            if not isinstance(self.ffn, MoEFeedForward):
+                return self.ffn(h)
+            out, routed_here = self.ffn(h)
+            routed.append(routed_here)
             return out
 
-        x = self.ffn_residual(x, self.ffn if not isinstance(self.ffn, MoEFeedForward) else mixture)
+        x = self.ffn_residual(x, ffn)
+        if routing is not None:
+            routing.extend(routed)
         if trace is not None:
             trace.append(LayerTrace(self_attention=attn[0], cross_attention=cross[0] if cross else None, output=x,
-                                    experts=experts))
+                                    experts=routed[0].chosen if routed else None))
         return x

@@ -16,6 +16,7 @@ from .attention import causal_mask, sliding_window_mask
 from .block import TransformerBlock
 from .config import TransformerConfig
 from .kv_cache import Cache
+from .moe import Routing
 from .norm import make_norm
 from .positional import ALiBi, LearnedPositions, RotaryEmbedding, SinusoidalPositions
 from .trace import LayerTrace, Trace
@@ -85,16 +86,20 @@ class TransformerStack(nn.Module):
         context_mask: Tensor | None = None,
         trace: list[LayerTrace] | None = None,
         attention_mask: Tensor | None = None,
+        routing: list[Routing] | None = None,
     ) -> Tensor:
         """Hidden states ``(B, T, C)`` of token ids ``idx (B, T)``.
 
-        ``mask`` (bool, broadcastable to ``(B, H, T, Tk)``, e.g. a padding mask) is combined with the
-        causal mask; with a ``cache`` the ``T`` tokens sit at positions ``cache.pos .. cache.pos+T-1``.
+        ``mask`` (bool, broadcastable to ``(B, H, T, Tk)``: which query may see which key, e.g. a prefix-LM
+        or banded mask; advanced use, the models do not take it) is combined with the causal mask; with a
+        ``cache`` the ``T`` tokens sit at positions ``cache.pos .. cache.pos+T-1``.
         ``context (B, S, C)`` and ``context_mask`` go to cross-attention. ``trace``: a list that gets
         one ``LayerTrace`` per block (attention weights, q, k, v, output); the models' ``inspect``.
+        ``routing``: a list that gets each mixture-of-experts block's ``Routing`` (``n_experts`` set).
         ``attention_mask (B, start + T)`` (bool or 0/1, as in Hugging Face) marks real tokens over every
-        position so far, prompt padding False: for left-padded prompts of different lengths. Each row's
-        positions then count its real tokens only, and no real token attends to padding.
+        position so far, padding False: the one padding convention of the three models (left-padded prompts
+        of different lengths, padded sources). Each row's positions then count its real tokens only, and no
+        real token attends to padding.
         """
         start = 0 if cache is None else cache.pos
         self._check_ids(idx, start)
@@ -117,7 +122,7 @@ class TransformerStack(nn.Module):
         for i, block in enumerate(self.blocks):
             layer_cache = None if cache is None else cache.layer(i)
             x = block(x, mask=mask, cache=layer_cache, rope_cos_sin=cos_sin, position_bias=bias,
-                      context=context, context_mask=context_mask, trace=trace)
+                      context=context, context_mask=context_mask, trace=trace, routing=routing)
         if cache is not None:
             cache.advance(T)  # every layer has stored positions start .. start+T-1
         return self.final_norm(x)  # (B, T, C)
@@ -195,18 +200,22 @@ class DecoderOnly(nn.Module):
         """Logits ``(B, V)`` for the token after ``idx``: the LM head runs at the last position only."""
         return self.lm_head(self.transformer(idx, cache=cache, attention_mask=attention_mask)[:, -1])  # (B, V)
 
-    def moe_aux_loss(self) -> Tensor:
-        """The load-balancing losses of the last forward, summed over the layers (``n_experts`` set; else 0):
-        add it, times a small weight (0.01), to the training loss, e.g. in ``tc.train(loss_step=...)``."""
-        losses = [block.aux_loss for block in self.transformer.blocks if block.aux_loss is not None]
-        return torch.stack(losses).sum() if losses else torch.zeros((), device=self.lm_head.weight.device)
+    def logits_and_balancing_loss(
+        self, idx: Tensor, cache: Cache | None = None, attention_mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """``forward``'s logits ``(B, T, V)`` and the load-balancing losses of its mixture-of-experts layers,
+        summed (``()``; 0 without experts): add the sum, times a small weight (0.01), to the training loss."""
+        routing: list[Routing] = []
+        logits = self.lm_head(self.transformer(idx, cache=cache, attention_mask=attention_mask, routing=routing))
+        losses = [layer.balancing_loss() for layer in routing]
+        return logits, torch.stack(losses).sum() if losses else logits.new_zeros(())
 
 
 class EncoderOnly(nn.Module):
     """A BERT-style encoder with a masked-language-model head: ``forward(idx (B, T)) -> logits (B, T, V)``.
 
-    Every position sees every other (no causal mask); pass ``mask`` (e.g. ``padding_mask(lengths, T)``)
-    to hide padding.
+    Every position sees every other (no causal mask); ``attention_mask (B, T)`` (bool or 0/1, False at
+    padding, as in ``DecoderOnly``) hides padding from the real tokens.
     """
 
     def __init__(self, config: TransformerConfig) -> None:
@@ -221,22 +230,24 @@ class EncoderOnly(nn.Module):
         self.lm_head = make_lm_head(config, self.transformer.tok_emb)
         self.apply(init_weights)
 
-    def forward(self, idx: Tensor, *, mask: Tensor | None = None) -> Tensor:
+    def forward(self, idx: Tensor, *, attention_mask: Tensor | None = None) -> Tensor:
         """Logits ``(B, T, V)`` for the token at every position (train on the masked ones)."""
-        return self.lm_head(self.mlm_transform(self.transformer(idx, mask=mask)))  # (B, T, V)
+        hidden = self.transformer(idx, attention_mask=attention_mask)  # (B, T, C)
+        return self.lm_head(self.mlm_transform(hidden))  # (B, T, V)
 
-    def inspect(self, idx: Tensor, *, mask: Tensor | None = None) -> Trace:
+    def inspect(self, idx: Tensor, *, attention_mask: Tensor | None = None) -> Trace:
         """``forward``, also returning every layer's attention weights, q, k, v and output (call ``.eval()``)."""
         layers: list[LayerTrace] = []
-        hidden = self.transformer(idx, mask=mask, trace=layers)  # (B, T, C)
+        hidden = self.transformer(idx, attention_mask=attention_mask, trace=layers)  # (B, T, C)
         return Trace(logits=self.lm_head(self.mlm_transform(hidden)), layers=layers)
 
 
 class EncoderDecoder(nn.Module):
     """Encoder over ``src (B, S)``, causal decoder over ``tgt (B, T)`` with cross-attention to the encoder.
 
-    ``forward(src, tgt, src_mask=None) -> logits (B, T, V)``; ``src_mask`` (e.g. ``padding_mask``,
-    broadcastable to ``(B, H, S, S)`` and ``(B, H, T, S)``) hides source padding from both.
+    ``forward(src, tgt, attention_mask=None) -> logits (B, T, V)``; ``attention_mask (B, S)`` (False at
+    source padding, as in the other two models) hides source padding from the encoder and from the decoder's
+    cross-attention.
     """
 
     def __init__(self, config: TransformerConfig) -> None:
@@ -247,23 +258,30 @@ class EncoderDecoder(nn.Module):
         self.lm_head = make_lm_head(config, self.decoder.tok_emb)
         self.apply(init_weights)
 
-    def encode(self, src: Tensor, *, src_mask: Tensor | None = None) -> Tensor:
+    def encode(self, src: Tensor, *, attention_mask: Tensor | None = None) -> Tensor:
         """The encoder's output ``(B, S, C)`` (the "memory" the decoder attends to)."""
-        return self.encoder(src, mask=src_mask)
+        return self.encoder(src, attention_mask=attention_mask)
 
     def decode(
-        self, tgt: Tensor, memory: Tensor, *, src_mask: Tensor | None = None, cache: Cache | None = None
+        self, tgt: Tensor, memory: Tensor, *, attention_mask: Tensor | None = None, cache: Cache | None = None
     ) -> Tensor:
-        """Logits ``(B, T, V)`` of the decoder over ``tgt (B, T)`` attending to ``memory (B, S, C)``."""
-        return self.lm_head(self.decoder(tgt, cache=cache, context=memory, context_mask=src_mask))
+        """Logits ``(B, T, V)`` of the decoder over ``tgt (B, T)`` attending to ``memory (B, S, C)``;
+        ``attention_mask (B, S)``: the source's real tokens."""
+        return self.lm_head(self.decoder(tgt, cache=cache, context=memory, context_mask=_key_mask(attention_mask)))
 
-    def forward(self, src: Tensor, tgt: Tensor, *, src_mask: Tensor | None = None) -> Tensor:
-        return self.decode(tgt, self.encode(src, src_mask=src_mask), src_mask=src_mask)  # (B, T, V)
+    def forward(self, src: Tensor, tgt: Tensor, *, attention_mask: Tensor | None = None) -> Tensor:
+        memory = self.encode(src, attention_mask=attention_mask)  # (B, S, C)
+        return self.decode(tgt, memory, attention_mask=attention_mask)  # (B, T, V)
 
-    def inspect(self, src: Tensor, tgt: Tensor, *, src_mask: Tensor | None = None) -> Trace:
+    def inspect(self, src: Tensor, tgt: Tensor, *, attention_mask: Tensor | None = None) -> Trace:
         """``forward``, also returning both stacks' per-layer attention (the decoder's cross-attention too)."""
         encoder_layers: list[LayerTrace] = []
         layers: list[LayerTrace] = []
-        memory = self.encoder(src, mask=src_mask, trace=encoder_layers)  # (B, S, C)
-        hidden = self.decoder(tgt, context=memory, context_mask=src_mask, trace=layers)  # (B, T, C)
+        memory = self.encoder(src, attention_mask=attention_mask, trace=encoder_layers)  # (B, S, C)
+        hidden = self.decoder(tgt, context=memory, context_mask=_key_mask(attention_mask), trace=layers)  # (B, T, C)
         return Trace(logits=self.lm_head(hidden), layers=layers, encoder_layers=encoder_layers)
+
+
+def _key_mask(attention_mask: Tensor | None) -> Tensor | None:
+    """``attention_mask (B, S)`` as a key mask ``(B, 1, 1, S)`` for cross-attention (every query, every head)."""
+    return None if attention_mask is None else attention_mask.bool()[:, None, None, :]
