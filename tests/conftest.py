@@ -1,11 +1,9 @@
 import os
-import sys
-from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))  # the course's scripts are importable in tests
+from common import ROOT  # noqa: F401  (the tests import it from here; tools/ is on pytest's pythonpath)
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # reference models are built from configs: never download
 
 # Tiny tensors run fastest on one intra-op thread; with two on a busy 2-core machine every op waits

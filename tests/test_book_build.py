@@ -7,22 +7,20 @@ run-twice and exercise-version tests already execute every chapter (see docs/CON
 browser tests need Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them) and
 skip without them, unless ``TC_REQUIRE_BROWSER=1`` (set by ``.ci/run``) makes that a failure.
 """
-import functools
-import http.server
 import json
 import os
 import re
 import shutil
-import threading
 import time
 
 import pytest
 
 import preview
 import sphinx_course
+from common import browser_missing, chapters, webdriver
 from conftest import ROOT
 
-CHAPTERS = sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
+CHAPTERS = chapters()
 PHONE, DESKTOP = (390, 844), (1280, 900)
 
 
@@ -75,38 +73,16 @@ def test_book_builds_without_warnings(book):
                      (html / "book" / "08_residual_norm_block.html").read_text(encoding="utf-8"))
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def browser(book):
     """A headless Chromium (WebDriver) and the address of the built book, served on localhost."""
-    missing = [name for name in ("chromium", "chromedriver") if shutil.which(name) is None]
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        missing.append("selenium")
+    missing = browser_missing()
     if missing:
         if os.environ.get("TC_REQUIRE_BROWSER") == "1":
             pytest.fail(f"browser tests need {missing}")
         pytest.skip(f"browser tests need {missing}")
-    html = book[1]
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(html)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    options = webdriver.ChromeOptions()
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"):
-        options.add_argument(flag)
-    options.binary_location = shutil.which("chromium")
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
-    try:
-        yield driver, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        driver.quit()
-        server.shutdown()
+    with webdriver(book[1]) as (driver, base):
+        yield driver, base
 
 
 def _open(browser, page: str, size: tuple[int, int]):

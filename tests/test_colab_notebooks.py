@@ -14,13 +14,14 @@ import yaml
 
 import make_exercises
 import notebook_setup
+from common import chapters
 from conftest import ROOT
 from myst_markdown import (SOLUTION_NOTE, SOLUTION_TITLE, Context, collect_labels, myst_to_markdown,
                            read_bibliography)
 
 MarkdownIt = pytest.importorskip("markdown_it").MarkdownIt
 
-CHAPTERS = notebook_setup.chapters()
+CHAPTERS = chapters()
 FOLDERS = ("exercises", "colab")
 
 # What MyST syntax looks like; none of it may reach a notebook's Markdown outside code.

@@ -11,9 +11,10 @@ import yaml
 
 import make_exercises
 import notebook_setup
+from common import chapters
 from conftest import ROOT
 
-CHAPTERS = notebook_setup.chapters()
+CHAPTERS = chapters()
 
 
 def test_there_is_a_chapter_and_the_toc_lists_only_existing_files():

@@ -6,7 +6,7 @@ own fresh run is ``make book``'s, compared with the stored outputs in ``test_fre
 import pytest
 
 import make_exercises
-import notebook_setup
+from common import chapters
 from conftest import run_all_repeatedly
 from transformer_course.exercises._core import NOT_DONE
 
@@ -33,7 +33,7 @@ def _checked(cells, before_first_stub: bool) -> dict[str, str]:
             if c.source.lstrip().startswith(MARK)}
 
 
-@pytest.mark.parametrize("chapter", notebook_setup.chapters(), ids=lambda p: p.stem)
+@pytest.mark.parametrize("chapter", chapters(), ids=lambda p: p.stem)
 def test_exercise_version_runs_twice_and_reports_not_done(chapter, tmp_path):
     stored = _checked(nbformat.read(chapter, as_version=4).cells, before_first_stub=False)
     nb = nbformat.from_dict(make_exercises.render(chapter))

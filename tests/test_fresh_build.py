@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-import notebook_setup
+from common import chapters
 from conftest import ROOT
 from sphinx_course import merge_streams
 
@@ -23,7 +23,7 @@ nbformat = pytest.importorskip("nbformat")
 
 BUILD = Path(os.environ.get("TC_FRESH_BUILD", ROOT / "_build"))
 MARK = "# NBVAL_CHECK_OUTPUT"
-CHAPTERS = notebook_setup.chapters()
+CHAPTERS = chapters()
 
 
 def as_shown(outputs: list) -> list:

@@ -54,8 +54,7 @@ from bench_measure import (
     bench_train,
 )
 from bench_report import machine, markdown  # also reachable as bench.machine, bench.markdown
-
-ROOT = Path(__file__).resolve().parents[1]
+from common import ROOT
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,7 +19,7 @@ two days), so only a back-to-back run says whether the book grew.
 from __future__ import annotations
 
 import argparse
-import importlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -35,8 +35,7 @@ import transformer_course as tc
 from bench import FULL, QUICK, Sizes
 from bench_measure import gpt2_pair, hf_greedy
 from bench_timer import interleaved
-
-ROOT = Path(__file__).resolve().parents[1]
+from common import ROOT
 
 
 def package_at(commit: str, folder: Path) -> ModuleType:
@@ -46,21 +45,24 @@ def package_at(commit: str, folder: Path) -> ModuleType:
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
     name = f"tc_{commit}"
     (folder / "src" / "transformer_course").rename(folder / name)
-    sys.path.insert(0, str(folder))
-    return importlib.import_module(name)
+    spec = importlib.util.spec_from_file_location(name, folder / name / "__init__.py",
+                                                  submodule_search_locations=[str(folder / name)])
+    package = sys.modules[name] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(package)
+    return package
 
 
 def book_at(commit: str, folder: Path) -> dict:
     """Seconds per chapter of the book at ``commit``, run by that commit's own tools in a fresh process."""
     archive = subprocess.run(["git", "archive", commit], cwd=ROOT, check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
-    program = ("import json, sys; sys.argv = ['bench']; sys.path.insert(0, 'tools')\n"
+    program = ("import json, sys; sys.argv = ['bench']\n"  # run in its tools/: they import each other
                "try:\n    from bench_measure import bench_book\n"
                "except ImportError:\n    from bench import bench_book\n"
                "print(json.dumps(bench_book()))")
     env = os.environ | {"PYTHONPATH": str(folder / "src")}  # the kernels import that commit's package
-    out = subprocess.run([sys.executable, "-c", program], cwd=folder, env=env, check=True, capture_output=True,
-                         text=True).stdout
+    out = subprocess.run([sys.executable, "-c", program], cwd=folder / "tools", env=env, check=True,
+                         capture_output=True, text=True).stdout
     return json.loads(out.strip().splitlines()[-1])
 
 

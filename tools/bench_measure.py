@@ -18,8 +18,8 @@ import torch
 
 import transformer_course as tc
 from bench_timer import interleaved, seconds_of, synchronize
+from common import chapters
 
-ROOT = Path(__file__).resolve().parents[1]
 PEAK = Path(__file__).with_name("bench_peak.py")  # the attention probe, run in a fresh process per length
 
 
@@ -288,15 +288,14 @@ def bench_attention(lengths: list[int], device: torch.device) -> dict:
 
 def bench_book() -> dict:
     """Each chapter executed in a fresh kernel (2 threads) from a temporary copy; seconds."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    import execute_notebooks
+    import execute_notebooks  # nbclient: loaded only for the book
 
     times = {}
     env_before = os.environ.get("OMP_NUM_THREADS")
     os.environ["OMP_NUM_THREADS"] = "2"
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            for chapter in sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb")):
+            for chapter in chapters():
                 copy = Path(tmp) / chapter.name
                 copy.write_bytes(chapter.read_bytes())
                 times[chapter.stem] = execute_notebooks.execute(copy)

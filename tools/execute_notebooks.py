@@ -7,6 +7,7 @@ Prints each chapter's wall time. Run it after editing a chapter, then commit the
 """
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import chapters
 
 
 def execute(path: Path, timeout: int = 600) -> float:
@@ -28,12 +29,13 @@ def execute(path: Path, timeout: int = 600) -> float:
     return seconds
 
 
-def main(argv: list[str]) -> int:
-    paths = [Path(p) for p in argv] or sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
-    for path in paths:
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("chapters", nargs="*", type=Path, help="the chapters to run (default: every chapter)")
+    for path in parser.parse_args(argv).chapters or chapters():
         print(f"{path.name}: {execute(path):.1f} s", flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import transformer_course.exercises as ex
 from transformer_course.exercises._core import Exercise
-from wrong_attempts import GENERIC, Outcome, attempts, generic_attempts, shortcuts, try_attempt
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import ROOT
+from wrong_attempts import GENERIC, Outcome, attempts, generic_attempts, shortcuts, try_attempt
 
 OUT = ROOT / "docs" / "exercise-catalogue.md"
 HEADER = """# Wrong attempts tried on every exercise checker

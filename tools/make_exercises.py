@@ -31,9 +31,8 @@ import re
 import sys
 from pathlib import Path
 
+from common import ROOT, chapters
 from myst_markdown import Context, collect_labels, myst_to_markdown
-
-ROOT = Path(__file__).resolve().parents[1]
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 STUB = 'raise NotImplementedError("练习：删掉这一行，写下你的实现")'
 
@@ -181,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     labels = book_labels(args.book)
     for folder, full in ((args.out, False), (colab, True)):
         folder.mkdir(parents=True, exist_ok=True)
-        for src in sorted(args.book.glob("[0-9][0-9]_*.ipynb")):
+        for src in chapters(args.book):
             write(folder / src.name, render(src, full, labels), args.force)
     return 0
 

@@ -38,12 +38,12 @@ import hashlib
 import json
 import lzma
 import re
-import sys
 import tarfile
 from collections import Counter, defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import ROOT, use_source_tree
+
 DATA = ROOT / "src" / "transformer_course" / "data"
 HAN = "\u3400-\u4dbf\u4e00-\u9fff"
 CLAUSE = re.compile(f"([{HAN}]+)([，。？！；])")
@@ -110,7 +110,7 @@ def rhyme_class(char: str) -> str:
 def build(tarball: Path) -> tuple[bytes, bytes, dict]:
     import opencc
 
-    sys.path.insert(0, str(ROOT / "src"))
+    use_source_tree()
     from transformer_course.poems import load_poems
 
     t2s = opencc.OpenCC("t2s")

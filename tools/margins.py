@@ -38,10 +38,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-from portability import cpu_model, native_capability, supports  # noqa: E402
-from transformer_course.utils import _OPS  # noqa: E402  (the comparisons tc.claim makes)
+from transformer_course.utils import _OPS  # the comparisons tc.claim makes
+
+from common import ROOT, chapters
+from portability import cpu_model, native_capability, supports
 
 VARIANTS = {  # name -> environment; ATEN_CPU_CAPABILITY unset is the native path
     "native": {},
@@ -81,7 +81,7 @@ def code_fingerprint(path: Path) -> str:
 
 def chapters_with_claims() -> list[Path]:
     """The chapters whose code calls ``tc.claim``."""
-    return [p for p in sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb")) if "tc.claim(" in p.read_text("utf-8")]
+    return [p for p in chapters() if "tc.claim(" in p.read_text("utf-8")]
 
 
 def variant_of(name: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import ROOT, chapters
 TAG = "course-setup"
 
 TEMPLATE = '''\
@@ -45,11 +45,6 @@ def repo_url(root: Path = ROOT) -> str:
 def setup_source(root: Path = ROOT) -> str:
     """The setup cell's source for this repository."""
     return TEMPLATE.format(repo=repo_url(root))
-
-
-def chapters(root: Path = ROOT) -> list[Path]:
-    """Every chapter notebook ``book/NN_*.ipynb``, in order."""
-    return sorted((root / "book").glob("[0-9][0-9]_*.ipynb"))
 
 
 def setup_cell_index(nb: dict) -> int:

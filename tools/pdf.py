@@ -14,19 +14,15 @@ Needs Debian's ``chromium``.
 from __future__ import annotations
 
 import argparse
-import functools
-import http.server
 import re
-import subprocess
 import sys
-import tempfile
-import threading
 from pathlib import Path
 
 import yaml
 from bs4 import BeautifulSoup
 
-ROOT = Path(__file__).resolve().parents[1]
+import preview
+from common import ROOT, chromium, serve
 PRINT_PAGE = "book/_print.html"
 
 
@@ -54,27 +50,12 @@ def join_pages(html: Path, pages: list[str]) -> Path:
     return out
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 def print_pdf(html: Path, page: str, pdf: Path, wait_ms: int = 60000) -> None:
     """Serve ``html`` on localhost and let headless Chromium print ``page`` to ``pdf``."""
-    handler = functools.partial(_Quiet, directory=str(html))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     pdf.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with tempfile.TemporaryDirectory() as profile:
-            subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                            "--no-first-run", "--disable-background-networking", "--disable-component-update",
-                            "--disable-sync", f"--user-data-dir={profile}", f"--virtual-time-budget={wait_ms}",
-                            "--no-pdf-header-footer", f"--print-to-pdf={pdf.resolve()}",
-                            f"http://127.0.0.1:{server.server_address[1]}/{page}"],
-                           check=True, capture_output=True, timeout=600)
-    finally:
-        server.shutdown()
+    with serve(html) as base:
+        chromium(f"{base}/{page}", f"--virtual-time-budget={wait_ms}", "--no-pdf-header-footer",
+                 f"--print-to-pdf={pdf.resolve()}", timeout=600)
 
 
 def page_count(pdf: Path) -> int:
@@ -90,9 +71,6 @@ def main() -> int:
     args = parser.parse_args()
     html = args.html
     if html is None:
-        sys.path.insert(0, str(ROOT / "tools"))
-        import preview
-
         result = preview.build(preview.stored_output_config(args.work))
         if result.returncode:
             print(result.stdout[-3000:], result.stderr[-3000:])

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import ROOT
 CAPABILITIES = {"default": "DEFAULT", "avx2": "AVX2", "avx512": "AVX512"}
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import ROOT
 
 
 def stored_output_config(out: Path, toc_files: list[str] | None = None) -> list[str]:

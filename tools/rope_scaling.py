@@ -27,7 +27,7 @@ import transformer_course as tc
 from transformer_course.poems import load_poems
 from transformer_course.poet import CharVocab
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import ROOT
 L, LENGTHS, STEPS, BATCH, FINE_TUNE = 32, (64, 128), 400, 32, 50
 METHODS = ("none", "linear", "ntk", "yarn")
 

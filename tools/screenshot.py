@@ -7,17 +7,9 @@ Needs Debian's ``chromium``. Serves ``_build/html`` on localhost so that scripts
 from __future__ import annotations
 
 import argparse
-import functools
-import http.server
-import subprocess
-import tempfile
-import threading
 from pathlib import Path
 
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
+from common import chromium, serve
 
 
 def main() -> None:
@@ -29,17 +21,10 @@ def main() -> None:
     parser.add_argument("--height", type=int, default=2400)
     parser.add_argument("--wait-ms", type=int, default=6000, help="virtual time for MathJax and widgets to render")
     args = parser.parse_args()
-    handler = functools.partial(_QuietHandler, directory=str(args.root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/{args.page.resolve().relative_to(args.root.resolve())}"
-    with tempfile.TemporaryDirectory() as profile:
-        subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                        "--hide-scrollbars", f"--user-data-dir={profile}", f"--virtual-time-budget={args.wait_ms}",
-                        f"--window-size={args.width},{args.height}", f"--screenshot={args.png.resolve()}", url],
-                       check=True, capture_output=True, timeout=120)
-    server.shutdown()
+    with serve(args.root) as base:
+        chromium(f"{base}/{args.page.resolve().relative_to(args.root.resolve()).as_posix()}", "--hide-scrollbars",
+                 f"--virtual-time-budget={args.wait_ms}", f"--window-size={args.width},{args.height}",
+                 f"--screenshot={args.png.resolve()}")
     print(args.png)
 
 

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import argparse
 import re
-import sys
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from common import ROOT, use_source_tree
 
+use_source_tree()  # the package this script writes into, installed or not
 from transformer_course import poet_full  # noqa: E402
 from transformer_course.config import TransformerConfig  # noqa: E402
 from transformer_course.models import DecoderOnly  # noqa: E402

@@ -47,6 +47,7 @@ from sphinxcontrib.bibtex.style.referencing import BaseReferenceStyle, BracketSt
 from sphinxcontrib.bibtex.style.referencing.basic_label import BasicLabelParentheticalReferenceStyle
 from sphinxcontrib.bibtex.style.template import join2, post_text, pre_text, reference
 
+from common import chapters
 from make_exercises import BEGIN, END, colab_base  # one Colab address and one pair of solution markers
 from myst_markdown import CITATION, author_text, citation_labels  # a citation reads the same in the notebooks
 
@@ -217,7 +218,7 @@ def glossary_terms(root: Path) -> dict[str, list[str]]:
     A row's first cell may hold several terms (``查询 / 键 / 值``) and a synonym in brackets
     (``Jacobian（雅可比矩阵）``); its last cell names chapters (``3、9``) or an appendix (``附录 C``).
     """
-    docs = {int(p.name[:2]): f"book/{p.stem}" for p in (root / "book").glob("[0-9][0-9]_*.ipynb")}
+    docs = {int(p.name[:2]): f"book/{p.stem}" for p in chapters(root / "book")}
     docs_by_appendix = {"附录 C": "book/appendix_performance"}
     out: dict[str, list[str]] = {}
     for line in (root / "book" / "appendix_glossary.md").read_text(encoding="utf-8").splitlines():
@@ -243,7 +244,7 @@ def chapter_title(chapter: Path) -> str:
 def search_terms(root: Path) -> list[str]:
     """The glossary's Chinese terms and the pieces of the chapter titles, each holding Chinese."""
     phrases = list(glossary_terms(root))
-    phrases += [chapter_title(chapter) for chapter in sorted((root / "book").glob("[0-9][0-9]_*.ipynb"))]
+    phrases += [chapter_title(chapter) for chapter in chapters(root / "book")]
     terms = {piece for phrase in phrases for piece in _SEPARATORS.split(phrase)}
     return sorted(t for t in terms if len(t) >= 2 and _CJK.search(t) and " " not in t)
 
