@@ -1,6 +1,6 @@
 """Chapter 14's plumbing (``transformer_course.poet``) and the references of its checkers: the character
 vocabulary, whole-poem batches, the format score, the checkpoint and the command line; the hand-written
-attention and GPT forward of ``exercises/ch14.py`` against the package's modules and Hugging Face's GPT-2."""
+attention and GPT forward of ``exercises/ch14/`` against the package's modules and Hugging Face's GPT-2."""
 import pytest
 import torch
 

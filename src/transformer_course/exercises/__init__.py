@@ -1,6 +1,10 @@
 """Exercise checkers, one module per chapter (``ch03`` …). Each ``check_*`` prints a one-line Chinese verdict.
 
-Chapter modules are imported on first use, so ``tc.exercises.ch03`` works without listing them here.
+A chapter whose checkers are long is a folder (``ch10/``: ``__init__`` lists the exercises, one module per
+long checker beside it); the rest is one file. Chapter modules are imported on first use, so
+``tc.exercises.ch03`` works without listing them here. Shared: ``_types`` (plain data), ``_rules`` (the
+classes of wrong answer every checker looks for), ``_guards`` (one guarded call), ``_verdicts`` (wording),
+``_core`` (``Exercise``), ``_stability`` (numerically naive variants several chapters reject).
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Chapter 10, 练习 4: beam search, checked on tiny lookup-table language models.
 
 A model small enough to search exhaustively (``TinyLM``), the float64 reference and the cases; each
-typical mistake is a small wrong beam search in ``_beam_mistakes``; ``ch10`` lists the exercise.
+typical mistake is a small wrong beam search in ``beam_mistakes``; ``ch10`` lists the exercise.
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ._core import Case, Exercise, Forbidden, Mistake
-from ._beam_mistakes import (_copies_at_start, _greedy_only, _last_token_only, _length_average, _log_of_softmax,
+from .._core import Case, Exercise, Forbidden, Mistake
+from .beam_mistakes import (_copies_at_start, _greedy_only, _last_token_only, _length_average, _log_of_softmax,
                              _multiplied_probabilities, _per_parent, _prompt_dropped, _prompt_scored, _swapped,
                              _vocabulary_order, _with_prompt)
 

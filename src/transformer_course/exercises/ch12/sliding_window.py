@@ -12,11 +12,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..config import TransformerConfig
-from ..generate import greedy
-from ..models import DecoderOnly
-from ._core import Case, Exercise, Mistake
-from ._guards import _Outcome
+from ...config import TransformerConfig
+from ...generate import greedy
+from ...models import DecoderOnly
+from .._core import Case, Exercise, Mistake
+from .._guards import _Outcome
 
 _F64 = torch.float64  # byte and token counts: exact integers far beyond 2**24
 

@@ -11,9 +11,9 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..models import DecoderOnly
-from ..multihead import MultiHeadAttention
-from ._stability import naive_softmax
+from ...models import DecoderOnly
+from ...multihead import MultiHeadAttention
+from .._stability import naive_softmax
 
 
 # Pieces the wrong attentions (and the wrong forward passes of 练习 2) are written with.

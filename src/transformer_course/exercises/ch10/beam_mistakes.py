@@ -1,5 +1,5 @@
 """Chapter 10, 练习 4: the typical wrong beam searches, each written as a learner writes it (float32,
-token ids as int64); ``_beam_search`` lists them as the exercise's mistakes.
+token ids as int64); ``beam_search`` lists them as the exercise's mistakes.
 """
 from __future__ import annotations
 

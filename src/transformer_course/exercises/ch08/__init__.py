@@ -14,11 +14,11 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..ffn import FeedForward
-from ..multihead import MultiHeadAttention
-from ..norm import LayerNorm
-from ._core import Case, Exercise, Forbidden, Mistake, randn as _randn
-from ._warmup_schedule import WARMUP_LR, check_warmup_lr  # noqa: F401  (check_warmup_lr: the chapter's)
+from ...ffn import FeedForward
+from ...multihead import MultiHeadAttention
+from ...norm import LayerNorm
+from .._core import Case, Exercise, Forbidden, Mistake, randn as _randn
+from .warmup_schedule import WARMUP_LR, check_warmup_lr  # noqa: F401  (check_warmup_lr: the chapter's)
 
 
 # ---- 练习 1: LayerNorm by hand --------------------------------------------------------------

@@ -14,11 +14,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..generate import top_k_filter as course_top_k_filter
-from ..generate import top_p_filter
-from ._beam_search import BEAM  # 练习 4, beam search: its own module
-from ._core import Case, Exercise, Forbidden, Mistake
-from ._stability import (BIG_LOGITS_NOTE, LARGE_ATOL, LOG_OF_SOFTMAX_HINT, NAIVE_HINT, NAIVE_LSE_HINT,
+from ...generate import top_k_filter as course_top_k_filter
+from ...generate import top_p_filter
+from .beam_search import BEAM  # 练习 4, beam search: its own module
+from .._core import Case, Exercise, Forbidden, Mistake
+from .._stability import (BIG_LOGITS_NOTE, LARGE_ATOL, LOG_OF_SOFTMAX_HINT, NAIVE_HINT, NAIVE_LSE_HINT,
                          naive_log_softmax, naive_softmax, overflowing_log_softmax)
 
 NEG_INF = float("-inf")

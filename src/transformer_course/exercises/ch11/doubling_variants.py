@@ -1,5 +1,5 @@
 """Chapter 11, 练习 2: a right doubling KV cache written as a learner writes it (``_Layer``, ``_Cache``)
-and each typical mistake as a small variant of it; ``_doubling_cache`` lists them as the mistakes.
+and each typical mistake as a small variant of it; ``doubling_cache`` lists them as the mistakes.
 """
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..kv_cache import KVCache
-from ._cache_harness import DEFAULT_CAPACITY
+from ...kv_cache import KVCache
+from .cache_harness import DEFAULT_CAPACITY
 
 
 class _Layer:

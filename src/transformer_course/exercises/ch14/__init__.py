@@ -7,7 +7,7 @@ a batch of poems, the measurement behind section 14.5's "tone" column. The refer
 modules' computation out by hand (a checker may not call the package while it watches the learner's
 code); a test checks that they give the package's numbers within 1e-6, and that 练习 3's reference counts
 what ``poetics.tone_checks`` counts on real poems. Every mistake is a small complete wrong computation
-written out (those of 练习 1 and 2 in ``_gpt_mistakes``, from neutral pieces such as ``_heads``,
+written out (those of 练习 1 and 2 in ``gpt_mistakes``, from neutral pieces such as ``_heads``,
 ``_causal`` and ``_pre_ln_blocks`` that take the wrong part as an argument; none of them is a
 reference); cases differ in every size, include a single token, a full context and inputs large
 enough to overflow a naive softmax, and end with the first case's twin.
@@ -20,18 +20,18 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from .. import poetics as course_poetics
-from ..attention import causal_mask
-from ..config import TransformerConfig
-from ..models import DecoderOnly
-from ..multihead import MultiHeadAttention
-from ._core import Case, Exercise, Forbidden, Mistake, randn as _randn
-from ._gpt_mistakes import (_attention_residual_lost, _embedded, _future_kept, _heads_from_wrong_axis,
+from ... import poetics as course_poetics
+from ...attention import causal_mask
+from ...config import TransformerConfig
+from ...models import DecoderOnly
+from ...multihead import MultiHeadAttention
+from .._core import Case, Exercise, Forbidden, Mistake, randn as _randn
+from .gpt_mistakes import (_attention_residual_lost, _embedded, _future_kept, _heads_from_wrong_axis,
                             _masked_attention, _naive_softmax, _no_out_proj, _output, _positions_from_one, _post_ln,
                             _pre_ln_blocks, _scaled_by_d_model, _softmax_over_queries, _tanh_gelu, _unmasked,
                             _unscaled)
-from ._stability import LARGE_NOTE, NAIVE_HINT
-from .ch08 import _randomise
+from .._stability import LARGE_NOTE, NAIVE_HINT
+from ..ch08 import _randomise
 
 _SDPA = ("本题要求亲手写出注意力（QKᵀ、缩放、掩码、softmax、乘 V），"
          "不要调用 PyTorch 现成的注意力（F.scaled_dot_product_attention、F.multi_head_attention_forward、"

@@ -1,8 +1,8 @@
 """Chapter 11, 练习 2: a KV-cache class that needs no max_len and reallocates only when it doubles.
 
 The cases, the ``Exercise`` and the class-taking check function (each typical mistake is a small wrong
-cache class in ``_doubling_variants``); the harness that runs a learner's cache inside a model is in
-``_cache_harness``. ``ch11`` lists the exercise.
+cache class in ``doubling_variants``); the harness that runs a learner's cache inside a model is in
+``cache_harness``. ``ch11`` lists the exercise.
 """
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 
 import torch
 
-from ._cache_harness import DEFAULT_CAPACITY, _as_function, _capacities, _doubling_reference, _model
-from ._core import Case, Exercise, Forbidden, Mistake, shown
-from ._doubling_variants import (_AdvanceByOne, _Catting, _class_attribute, _DefaultDtypeBuffers, _DoublingOnce,
+from .cache_harness import DEFAULT_CAPACITY, _as_function, _capacities, _doubling_reference, _model
+from .._core import Case, Exercise, Forbidden, Mistake, shown
+from .doubling_variants import (_AdvanceByOne, _Catting, _class_attribute, _DefaultDtypeBuffers, _DoublingOnce,
                                  _GrowingByCapacity,
                                  _NoAdvance, _NotCopying, _OneLayerForAll, _PackageCacheInside, _PosInUpdate,
                                  _PosSetToN, _ReturningBuffer, _ReturningNew, _SwappingKV, _with_layers,

@@ -1,5 +1,5 @@
 """The multiple-choice self-test machinery of chapter 13: questions, a review answered by one function,
-the clickable widget, and inline math as plain text. ``ch13.py`` holds the questions themselves.
+the clickable widget, and inline math as plain text. ``ch13`` (this folder's ``__init__``) holds the questions themselves.
 """
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import re
 import sys
 from typing import Any, Mapping
 
-from ._core import NOT_DONE, PASS, Verdict
-from ._guards import _call_learner
+from .._core import NOT_DONE, PASS, Verdict
+from .._guards import _call_learner
 
 LETTERS = ("A", "B", "C", "D")
 

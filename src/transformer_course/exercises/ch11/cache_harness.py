@@ -20,10 +20,10 @@ from typing import Any, Callable
 import torch
 from torch import Tensor, nn
 
-from ..config import TransformerConfig
-from ..kv_cache import KVCache
-from ..models import DecoderOnly
-from ._guards import _Watch
+from ...config import TransformerConfig
+from ...kv_cache import KVCache
+from ...models import DecoderOnly
+from .._guards import _Watch
 
 
 class CacheError(Exception):

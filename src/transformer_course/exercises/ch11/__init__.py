@@ -18,13 +18,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..attention import causal_mask, scaled_dot_product_attention
-from ._core import Case, Exercise, Mistake, randn as _randn
-from ._stability import LARGE_ATOL, LARGE_NOTE, NAIVE_HINT, naive_softmax
+from ...attention import causal_mask, scaled_dot_product_attention
+from .._core import Case, Exercise, Mistake, randn as _randn
+from .._stability import LARGE_ATOL, LARGE_NOTE, NAIVE_HINT, naive_softmax
 
 
 
-from ._doubling_cache import DOUBLING, check_doubling_kv_cache  # noqa: F401  (练习 2, a class)
+from .doubling_cache import DOUBLING, check_doubling_kv_cache  # noqa: F401  (练习 2, a class)
 
 
 # ---- 练习 1: one attention step with a cache ---------------------------------------------------

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._quiz import LETTERS, Question, Review, plain
-from ._quiz import quiz_widget as _quiz_widget
+from .quiz import LETTERS, Question, Review, plain
+from .quiz import quiz_widget as _quiz_widget
 
 
 def _q(number: int, stem: str, options: list[tuple[str, str, str]], source: str) -> Question:

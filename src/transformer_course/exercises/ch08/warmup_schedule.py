@@ -1,6 +1,6 @@
 """练习 8.4 (chapter 8): a learning-rate warm-up then cosine decay, vectorised over a tensor of steps.
 
-Its own module to keep ``ch08.py`` short; ``ch08`` imports ``WARMUP_LR`` and ``check_warmup_lr``.
+Its own module to keep ``ch08`` short; ``ch08`` imports ``WARMUP_LR`` and ``check_warmup_lr``.
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 import torch
 from torch import Tensor
 
-from ._core import Exercise, Forbidden, Mistake
+from .._core import Exercise, Forbidden, Mistake
 
 
 # ---- 练习 4: a warm-up schedule -------------------------------------------------------------

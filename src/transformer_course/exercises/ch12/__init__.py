@@ -16,9 +16,9 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from ._core import Case, Exercise, Mistake
-from ._sliding_window import GENERATE  # 练习 1, the sliding-window loop: its own module
-from ._stability import (BIG_LOGITS_NOTE, LOG_OF_SOFTMAX_HINT, NAIVE_LSE_HINT, naive_log_softmax,
+from .._core import Case, Exercise, Mistake
+from .sliding_window import GENERATE  # 练习 1, the sliding-window loop: its own module
+from .._stability import (BIG_LOGITS_NOTE, LOG_OF_SOFTMAX_HINT, NAIVE_LSE_HINT, naive_log_softmax,
                          overflowing_log_softmax)
 
 _F64 = torch.float64  # byte and token counts: exact integers far beyond 2**24
