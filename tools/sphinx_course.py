@@ -328,6 +328,17 @@ def merge_streams(outputs: list) -> list:
     return merged
 
 
+# --- Chapter 14's live poet (issue 32) ---------------------------------------------------------------------------
+def _export_poet(app: Sphinx, exception: Exception | None) -> None:
+    """Where ``html_extra_path`` has copied the widget (web/poet/ -> poet/), write the shipped poet's weights
+    beside it (``tools/poet_web.py export``): made from data/poet.pt at every build, never committed twice."""
+    widget = Path(app.outdir) / "poet"
+    if exception is None and app.builder.format == "html" and (widget / "page.js").exists():
+        import poet_web  # tools/, like this extension
+
+        poet_web.export(widget)
+
+
 def setup(app: Sphinx) -> dict:
     pybtex.plugin.register_plugin("pybtex.style.labels", "author_year_zh", ChineseAuthorYearLabels, force=True)
     pybtex.plugin.register_plugin("pybtex.style.formatting", "plain_zh", ChinesePlainStyle, force=True)
@@ -341,6 +352,7 @@ def setup(app: Sphinx) -> dict:
     app.connect("html-page-context", _launch_colab_version, priority=600)  # after the theme's 501
     app.connect("env-get-updated", _number_exercises_per_chapter, priority=900)  # after Sphinx's numbers
     app.connect("build-finished", _translate_ui_strings)
+    app.connect("build-finished", _export_poet)
     app.connect("doctree-read", _add_index_entries, priority=400)
     app.connect("config-inited", _add_substitutions, priority=900)
     app.connect("config-inited", _add_search_dictionary, priority=900)

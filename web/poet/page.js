@@ -191,8 +191,9 @@ async function main() {
       const stats = { load_ms: loadMs, first_ms: times[0], chars: times.length,
                       ms_per_char: later.reduce((s, t) => s + t, 0) / Math.max(1, later.length) };
       root.dataset.stats = JSON.stringify(stats);
-      ui.status.textContent = `种子 ${options.seed}：${stats.chars} 步，第一个字 ${stats.first_ms.toFixed(0)} ms，` +
-        `之后平均每个字 ${stats.ms_per_char.toFixed(1)} ms（在你的浏览器里算）。点诗里的字，看注意力。`;
+      ui.status.textContent = `种子 ${options.seed}：${stats.chars} 个 token（字、标点、换行），第一个用了 ` +
+        `${stats.first_ms.toFixed(0)} ms，之后平均每个 ${stats.ms_per_char.toFixed(1)} ms（在你的浏览器里算）。` +
+        "点诗里的字，看注意力。";
       ui.seed.value = String(options.seed + 1);  // the next press writes another poem
       root.dataset.state = "done";
     } catch (error) {
