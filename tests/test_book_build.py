@@ -3,7 +3,7 @@ in a real browser the way a reader uses it: on a phone (390 px) the ☰ button o
 and the contents button the page's sections; on a desktop ☰ collapses the sidebar.
 
 ``make book`` executes every chapter; here the stored outputs are rendered instead, because the
-run-twice and exercise-version tests already execute every chapter (see docs/CONTRIBUTING.md). The
+run-twice and exercise-version tests already execute every chapter (see docs/design.md). The
 browser tests need Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them) and
 skip without them, unless ``TC_REQUIRE_BROWSER=1`` (set by ``.ci/run``) makes that a failure.
 """

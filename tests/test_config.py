@@ -56,7 +56,7 @@ def test_gpt2_small_has_124m_parameters():
 
 
 def test_every_allowed_value_is_implemented():
-    """The allowed values live in config.py; each module implements exactly those (adding one: CONTRIBUTING)."""
+    """The allowed values live in config.py; each module implements exactly those (adding one: docs/howto.md)."""
     from transformer_course import block, ffn, norm
     from transformer_course.config import ACTIVATIONS, FFN_ACTIVATIONS, NORM_POSITIONS, NORMS, POSITIONAL_SCHEMES
     from transformer_course.models import DecoderOnly

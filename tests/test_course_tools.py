@@ -56,7 +56,7 @@ def test_checked_cells_are_marked_and_exercise_checks_are_checked():
 
 
 def test_printed_text_is_english_except_data_and_learner_feedback():
-    """CONTRIBUTING, "Language of printed output": a string a chapter prints holds Chinese only as data
+    """docs/design.md, "Language of printed output": a string a chapter prints holds Chinese only as data
     (a word or a short phrase it quotes) or as a hint to the learner (starting with 练习 or 先完成)."""
     for chapter in CHAPTERS:
         for i, cell in enumerate(json.loads(chapter.read_text(encoding="utf-8"))["cells"]):
