@@ -161,7 +161,7 @@ def write(form: str, *, prompt: str = "", acrostic: str = "", rules: bool = True
     """What the page writes: ``poet_full.write``'s start (form token, then ``prompt``) and ``VerseRules`` (with an
     acrostic or ``rules``), decoded with the KV cache in float64 and drawn with ``Mulberry32(seed)`` and
     ``sample``, up to ``<|endoftext|>``. Returns the text, the tokens after the start, and the smallest
-    margins of ``sample`` over the steps."""
+    margins of ``sample`` over the steps (``tokens`` without the final ``<|endoftext|>``)."""
     model, vocab = reference_model()
     rules_filter = VerseRules(vocab, form, acrostic=acrostic, rhyme=rules, no_repeat=rules) \
         if (rules or acrostic) else None
@@ -178,9 +178,8 @@ def write(form: str, *, prompt: str = "", acrostic: str = "", rules: bool = True
         shares.append(share)
         if token == vocab.eot:
             break
-    new = tokens[start:]
-    return {"text": prompt + vocab.decode(t for t in new if t != vocab.eot), "tokens": new,
-            "logit_gap": min(gaps), "cdf_gap": min(shares)}
+    new = [t for t in tokens[start:] if t != vocab.eot]
+    return {"text": prompt + vocab.decode(new), "tokens": new, "logit_gap": min(gaps), "cdf_gap": min(shares)}
 
 
 # --- Chromium: serve a folder, open a headless browser (the way tests/test_book_build.py does) ---------------
@@ -224,9 +223,20 @@ def requested_urls(driver) -> list[str]:
     return urls
 
 
+def run_async(driver, script: str, *args):
+    """Run JavaScript that may ``await`` in the page: it reads ``args`` and returns with ``done(value)``; an
+    exception comes back as a ``RuntimeError``."""
+    wrapped = ("const done = arguments[arguments.length - 1], args = [...arguments].slice(0, -1);\n"
+               "(async () => {" + script + "})().catch((e) => done({error: String(e.stack || e)}));")
+    got = driver.execute_async_script(wrapped, *args)
+    if isinstance(got, dict) and "error" in got:
+        raise RuntimeError(got["error"])
+    return got
+
+
 # The widget reports what it measured on its root element (web/poet/page.js: data-* attributes).
-RUN_WIDGET = """
-const [acrostic, done] = arguments;
+PRESS = """
+const [acrostic] = args;
 const root = document.getElementById("live-poet");
 const input = root.querySelector(".poet-text");
 input.value = acrostic; input.dispatchEvent(new Event("input"));
@@ -243,12 +253,17 @@ wait();
 """
 
 
-def run_widget(driver, url: str, width: int, acrostic: str = "春夏秋冬") -> dict:
-    """Open the chapter page at ``width`` px, type ``acrostic``, press 写诗 and wait for the poem."""
+def open_page(driver, url: str, width: int) -> None:
+    """The chapter page at ``width`` px, scrolled to the widget."""
     driver.set_window_size(width, 900)
     driver.get(url)
     driver.execute_script("document.getElementById('live-poet').scrollIntoView()")
-    return driver.execute_async_script(RUN_WIDGET, acrostic)
+
+
+def press(driver, acrostic: str = "春夏秋冬") -> dict:
+    """Type ``acrostic`` into the widget, press 写诗, wait for the poem: its state, status line, poem (without
+    line breaks), stats, and the bytes the page had loaded before and after."""
+    return run_async(driver, PRESS, acrostic)
 
 
 def measure(html: str | Path, out: str | Path = WEB / "measurements.md") -> str:
@@ -262,7 +277,8 @@ def measure(html: str | Path, out: str | Path = WEB / "measurements.md") -> str:
     with chromium(html) as (driver, base):
         version = driver.capabilities.get("browserVersion", "?")
         for width in (390, 1366, 390, 1366):
-            runs.append(run_widget(driver, f"{base}/{page}", width))
+            open_page(driver, f"{base}/{page}", width)
+            runs.append(press(driver))
         delta = js_vs_torch(driver, base + "/poet/")
     js = sum(f.stat().st_size for f in WEB.glob("*.js") if f.name != "page.js")
     json_bytes = (html / "poet" / MANIFEST).stat().st_size
@@ -300,7 +316,7 @@ def _ids(text: str, vocab) -> list[int]:
 
 
 JS_LOGITS = """
-const [base, inputs, done] = arguments;
+const [base, inputs] = args;
 const {loadShipped} = await import(base + "poet_full.js");
 const {KVCache} = await import(base + "kv_cache.js");
 const poet = await loadShipped(base);
@@ -324,10 +340,7 @@ def js_logits(driver, base: str, inputs: list[list[int]]) -> list[tuple[np.ndarr
     """The page's model on ``inputs``: uncached logits ``(T, V)`` and the same one token at a time with the cache."""
     import base64
 
-    script = "(async () => {" + JS_LOGITS + "})().catch((e) => arguments[arguments.length - 1](String(e)));"
-    got = driver.execute_async_script(script, base, inputs)
-    if isinstance(got, str):
-        raise RuntimeError(got)
+    got = run_async(driver, JS_LOGITS, base, inputs)
     return [tuple(np.frombuffer(base64.b64decode(b), "<f8").reshape(len(ids), -1) for b in pair)
             for pair, ids in zip(got, inputs)]
 
