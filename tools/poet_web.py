@@ -26,8 +26,10 @@ import hashlib
 import http.server
 import json
 import math
+import os
 import shutil
 import threading
+import time
 from importlib import resources
 from pathlib import Path
 
@@ -266,10 +268,14 @@ def press(driver, acrostic: str = "春夏秋冬") -> dict:
     return run_async(driver, PRESS, acrostic)
 
 
+def _cpu() -> str:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+        name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown CPU")
+    return f"{name}, {os.cpu_count()} cores"
+
+
 def measure(html: str | Path, out: str | Path = WEB / "measurements.md") -> str:
     """Sizes and timings of the built chapter page in headless Chromium, written as a Markdown table."""
-    from transformer_course.utils import machine
-
     html = Path(html)
     page = next((html / "book").glob("14_*.html")).relative_to(html).as_posix()
     manifest = json.loads((html / "poet" / MANIFEST).read_text(encoding="utf-8"))
@@ -280,27 +286,27 @@ def measure(html: str | Path, out: str | Path = WEB / "measurements.md") -> str:
             open_page(driver, f"{base}/{page}", width)
             runs.append(press(driver))
         delta = js_vs_torch(driver, base + "/poet/")
-    js = sum(f.stat().st_size for f in WEB.glob("*.js") if f.name != "page.js")
-    json_bytes = (html / "poet" / MANIFEST).stat().st_size
-    rows = [("weights (int8 + float32 scales and vectors)", f"{manifest['bytes']:,} bytes"),
-            ("poet.json (configuration, vocabulary, verse tables)", f"{json_bytes:,} bytes"),
-            ("model code loaded on the first press (web/poet/*.js but page.js)", f"{js:,} bytes"),
-            ("chapter page before the first press (HTML, CSS, JS, images)", f"{runs[0]['before']:,} bytes"),
+    size = {f.name: f.stat().st_size for f in WEB.iterdir() if f.suffix in (".js", ".css")}
+    each = " / ".join
+    rows = [("weights: int8, float32 scales and vectors", f"{manifest['bytes']:,} bytes"),
+            ("poet.json: configuration, vocabulary, verse tables",
+             f"{(html / 'poet' / MANIFEST).stat().st_size:,} bytes"),
+            ("the widget before the first press: page.js, poet.css", f"{size['page.js'] + size['poet.css']:,} bytes"),
+            ("the model's code, loaded on the first press: web/poet/*.js but page.js",
+             f"{sum(size.values()) - size['page.js'] - size['poet.css']:,} bytes"),
+            ("chapter page before the first press: HTML, CSS, JS, fonts, images", f"{runs[0]['before']:,} bytes"),
             ("chapter page after the first poem", f"{runs[0]['after']:,} bytes"),
-            ("first press: weights fetched and dequantised (local server)",
-             " / ".join(f"{r['stats']['load_ms']:.0f} ms" for r in runs)),
-            ("time to first character (prefill + first step, weights loaded)",
-             " / ".join(f"{r['stats']['first_ms']:.1f} ms" for r in runs)),
-            ("ms per character (mean over the poem's decoding steps)",
-             " / ".join(f"{r['stats']['ms_per_char']:.2f} ms" for r in runs)),
-            ("JS float64 vs PyTorch float64 logits, max |Δ|", f"{delta:.1e}")]
+            ("first press: weights fetched and dequantised", each(f"{r['stats']['load_ms']:.0f} ms" for r in runs)),
+            ("time to first character once loaded: prefill and first step",
+             each(f"{r['stats']['first_ms']:.1f} ms" for r in runs)),
+            ("ms per character: mean over the poem's later steps",
+             each(f"{r['stats']['ms_per_char']:.2f} ms" for r in runs)),
+            ("largest difference between JS and PyTorch float64 logits", f"{delta:.1e}")]
     text = "\n".join([
-        "<!-- written by tools/poet_web.py measure; do not edit -->",
-        "# The poet in the page: sizes and timings",
-        "",
-        f"Measured on {machine('cpu')}, Chromium {version} (headless), chapter 14 served from localhost; timings "
-        "of four page loads: 390 px, 1366 px, 390 px, 1366 px. Each is one poem (五绝, acrostic 春夏秋冬).",
-        "",
+        "# The poet in the page: sizes and timings", "",
+        "Written by `python tools/poet_web.py measure _build/html`: chapter 14 served from localhost to headless "
+        f"Chromium {version} on {_cpu()} (a shared machine), {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC. "
+        "Timings of four page loads (390, 1366, 390, 1366 px wide), one poem each (五绝, acrostic 春夏秋冬).", "",
         "| quantity | value |", "| --- | --- |", *(f"| {a} | {b} |" for a, b in rows), ""])
     Path(out).write_text(text, encoding="utf-8")
     return text
