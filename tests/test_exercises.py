@@ -25,10 +25,6 @@ def _record(exercise: Exercise, outcome: Outcome) -> Outcome:
     return outcome
 
 
-def _shapes(case: Case) -> tuple:
-    return tuple(tuple(a.shape) for a in case.args if isinstance(a, torch.Tensor))
-
-
 def test_every_chapter_module_lists_its_exercises():
     assert MODULES and all(isinstance(e, Exercise) for e in EXERCISES)  # else every test below is vacuous
 
@@ -40,20 +36,39 @@ def test_reference_passes(exercise):
 
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=IDS)
-def test_cases_differ_in_size_and_include_a_twin(exercise):
-    """At least three different sizes (a swapped axis shows), and a twin: a later case with an earlier
-    case's shapes and a different answer (an answer cached by shape shows)."""
+def test_the_cases_pass_every_rule_on_cases(exercise):
+    """E.g. ``VariedCases``: at least three different sizes (a swapped axis shows), and a twin: a later case
+    with an earlier case's shapes and a different answer (an answer cached by shape shows)."""
     cases = exercise.cases()
-    shapes = [_shapes(c) for c in cases]
-    assert len(set(shapes)) >= 3
-    twins = [(i, j) for j in range(len(cases)) for i in range(j) if shapes[i] == shapes[j]]
-    assert any(_differ(exercise.expected(cases[i]), exercise.expected(cases[j])) for i, j in twins), shapes
+    assert [found for rule in exercise.rules if (found := rule.on_cases(exercise, cases))] == []
 
 
-def _differ(a, b) -> bool:
-    if isinstance(a, tuple):
-        return any(_differ(x, y) for x, y in zip(a, b))
-    return a.shape != b.shape or not torch.equal(a.nan_to_num(), b.nan_to_num())
+def test_a_new_class_of_wrong_answer_is_one_rule_object_listed_by_the_exercise():
+    """The mutation of a rule list: an exercise without ``InputsUnchanged`` lets an in-place edit through;
+    one rule more (here: no negative results) rejects an answer every default rule accepts."""
+    from transformer_course.exercises import _rules
+
+    def double(x):
+        return 2 * x
+
+    def double_in_place(x):
+        return x.mul_(2)
+
+    class NoNegatives(_rules.Rule):
+        def after_call(self, exercise, called):
+            value = called.call.value
+            return "结果里不应有负数。" if isinstance(value, torch.Tensor) and (value < 0).any() else None
+
+    cases = lambda: [(torch.randn(2, 3),), (torch.randn(4, 5),), (torch.randn(3, 1),)]  # noqa: E731
+    strict = Exercise("double", double, cases)
+    loose = Exercise("double", double, cases, rules=[r for r in _rules.DEFAULT_RULES
+                                                    if not isinstance(r, _rules.InputsUnchanged)])
+    extra = Exercise("double", double, cases, rules=(*_rules.DEFAULT_RULES, NoNegatives()))
+    assert strict.evaluate(double).passed and loose.evaluate(double).passed
+    verdict = strict.evaluate(double_in_place)
+    assert not verdict.passed and "修改了传入的张量" in verdict.message
+    assert loose.evaluate(double_in_place).passed
+    assert extra.evaluate(double).message == "double：结果里不应有负数。"
 
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=IDS)

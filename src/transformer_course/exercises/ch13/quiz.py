@@ -1,5 +1,5 @@
 """The multiple-choice self-test machinery of chapter 13: questions, a review answered by one function,
-the clickable widget, and inline math as plain text. ``ch13`` (this folder's ``__init__``) holds the questions themselves.
+the clickable widget, and inline math as plain text. This folder's ``__init__`` holds the questions.
 """
 from __future__ import annotations
 
