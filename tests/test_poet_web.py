@@ -1,23 +1,23 @@
 """Chapter 14's live poet (web/poet/, tools/poet_web.py).
 
-The export reads back as ``load_shipped``'s float32 weights bit for bit. In headless Chromium, the page's
-JavaScript gives PyTorch's float64 logits (within 1e-9; measured ~1e-14), the same bits with and without its
-KV cache, and the same seeded poems as the Python reference of its sampler; in the built chapter at 390 px the
-widget fetches nothing before the first press and nothing from outside the local server, writes an acrostic
-poem and shows the attention of every head on a tapped character. The browser tests need Debian's
-``chromium`` and ``chromium-driver`` and skip without them, unless ``TC_REQUIRE_BROWSER=1``.
+The export reads back as ``load_shipped``'s float32 weights bit for bit, in Python and in the page. In
+headless Chromium, the page's JavaScript gives PyTorch's float64 logits (within 1e-9; measured ~1e-14), the
+same bits with and without its KV cache, and the same seeded poems as the Python reference of its sampler; in
+the built chapter at 390 px the widget fetches nothing before the first press and nothing from outside the
+local server, writes an acrostic poem and shows the attention of every head on a tapped character. The browser
+tests need Debian's ``chromium`` and ``chromium-driver`` and skip without them, unless ``TC_REQUIRE_BROWSER=1``.
 """
 import hashlib
 import json
 import os
 import re
-import shutil
 import time
 
 import numpy as np
 import pytest
 import torch
 
+import common
 import poet_web
 import preview
 from transformer_course import poet_full, poetics
@@ -68,11 +68,7 @@ def site(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser(site):
-    missing = [name for name in ("chromium", "chromedriver") if shutil.which(name) is None]
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        missing.append("selenium")
+    missing = common.browser_missing()
     if missing:
         if os.environ.get("TC_REQUIRE_BROWSER") == "1":
             pytest.fail(f"browser tests need {missing}")
@@ -80,6 +76,26 @@ def browser(site):
     with poet_web.chromium(site) as (driver, base):
         driver.get(f"{base}/poet/")  # a page of the site (its folder listing): the modules are imported from there
         yield driver, base
+
+
+JS_WEIGHTS = """
+const [base] = args;
+const {loadShipped} = await import(base + "poet_full.js");
+const {state} = await loadShipped(base);
+const hex = (buffer) => [...new Uint8Array(buffer)].map((b) => b.toString(16).padStart(2, "0")).join("");
+const digests = {};
+for (const [name, t] of Object.entries(state)) digests[name] = hex(await crypto.subtle.digest("SHA-256", t.data));
+done(digests);
+"""
+
+
+def test_the_page_dequantises_to_the_shipped_weights_bit_for_bit(browser):
+    driver, base = browser
+    state = poet_full.load_shipped()[0].state_dict()
+    digests = poet_web.run_async(driver, JS_WEIGHTS, base + "/poet/")
+    assert set(digests) == set(state) - {"lm_head.weight"}
+    assert not [name for name, digest in digests.items()
+                if digest != hashlib.sha256(state[name].numpy().astype("<f4").tobytes()).hexdigest()]
 
 
 @pytest.fixture(scope="module")

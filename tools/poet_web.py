@@ -23,14 +23,10 @@ import argparse
 import contextlib
 import functools
 import hashlib
-import http.server
 import json
 import math
 import os
-import shutil
-import threading
 import time
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -40,14 +36,11 @@ from transformer_course import poet_full
 from transformer_course.kv_cache import KVCache
 from transformer_course.poetics import VerseRules
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import ROOT, webdriver
+
 WEB = ROOT / "web" / "poet"
 MANIFEST = "poet.json"
 _M32 = 0xFFFFFFFF
-
-
-def _source() -> bytes:
-    return (resources.files("transformer_course") / "data" / "poet.pt").read_bytes()
 
 
 def _verse_tables(vocab) -> dict[str, str]:
@@ -184,35 +177,15 @@ def write(form: str, *, prompt: str = "", acrostic: str = "", rules: bool = True
     return {"text": prompt + vocab.decode(new), "tokens": new, "logit_gap": min(gaps), "cdf_gap": min(shares)}
 
 
-# --- Chromium: serve a folder, open a headless browser (the way tests/test_book_build.py does) ---------------
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args: object) -> None:
-        pass
-
+# --- Chromium (tools/common.py's browser layer), recording console messages and network requests ---------------
 
 @contextlib.contextmanager
 def chromium(folder: str | Path):
-    """``(driver, base_url)``: a headless Chromium (Selenium) that records console messages and network
-    requests, and ``folder`` served on localhost."""
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    options = webdriver.ChromeOptions()
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"):
-        options.add_argument(flag)
-    options.binary_location = shutil.which("chromium")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    driver = webdriver.Chrome(service=Service(shutil.which("chromedriver")), options=options)
-    driver.set_script_timeout(120)
-    try:
-        yield driver, f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        driver.quit()
-        server.shutdown()
+    """``(driver, base_url)``: ``common.webdriver(folder)`` that also records the console and every request."""
+    logs = {"goog:loggingPrefs": {"browser": "ALL", "performance": "ALL"}}
+    with webdriver(Path(folder), capabilities=logs) as (driver, base):
+        driver.set_script_timeout(120)
+        yield driver, base
 
 
 def requested_urls(driver) -> list[str]:

@@ -56,7 +56,9 @@ function setUp(root) {
     field("温度", ui.temperature, shown(ui.temperature, (v) => Number(v).toFixed(2))),
     field("top-k", ui.topK, shown(ui.topK, (v) => v)), field("种子", ui.seed),
     element("label", { class: "poet-field poet-check" }, ui.rules, element("span", { text: "押韵、不重复" })),
-    ui.go), ui.status, ui.poem, ui.attention);
+    ui.go), ui.status, ui.poem, ui.attention,
+    element("p", { class: "poet-print", text: "（本书网页版的这里有一个在浏览器里运行的诗人：选一种体裁、输入藏头的字，" +
+                                              "它就现场写一首诗，还能看它写每个字时的注意力。）" }));
   root.dataset.state = "idle";
   return ui;
 }

@@ -5,7 +5,7 @@ import { DecoderOnly } from "./models.js";
 import { VerseRules } from "./poetics.js";
 
 // Read base + "poet.json" and the binary it names (tools/poet_web.py export); onProgress(bytesRead, total).
-// Returns {model, config, vocab}: the shipped poet with float32 weights, and its vocabulary.
+// Returns {model, config, vocab, state}: the shipped poet, its vocabulary and its float32 weights by name.
 export async function loadShipped(base, onProgress = () => {}) {
   const manifest = await (await fetch(new URL("poet.json", base))).json();
   const response = await fetch(new URL(manifest.bin, base));
@@ -36,7 +36,7 @@ export async function loadShipped(base, onProgress = () => {}) {
   const itos = manifest.itos;
   const vocab = { itos, stoi: Object.fromEntries(itos.map((s, i) => [s, i])), eot: 0, unk: 1,
                   formTokens: manifest.form_tokens, verse: manifest.verse };
-  return { model: new DecoderOnly(state, manifest.config), config: manifest.config, vocab };
+  return { model: new DecoderOnly(state, manifest.config), config: manifest.config, vocab, state };
 }
 
 // One poem, one step at a time: yields {token, position, firstQuery, attention} for each new token, up to
