@@ -155,6 +155,7 @@ async function main() {
   const view = { layer: 0 };
   ui.go.addEventListener("click", async () => {
     ui.go.disabled = true;
+    root.dataset.state = "writing";
     try {
       if (!poet) {
         root.dataset.state = "loading";
