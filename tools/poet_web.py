@@ -278,7 +278,7 @@ def measure(html: str | Path, out: str | Path = WEB / "measurements.md") -> str:
     text = "\n".join([
         "# The poet in the page: sizes and timings", "",
         "Written by `python tools/poet_web.py measure _build/html`: chapter 14 served from localhost to headless "
-        f"Chromium {version} on {_cpu()} (a shared machine), {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC. "
+        f"Chromium {version} on {_cpu()}, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC. "
         "Timings of four page loads (390, 1366, 390, 1366 px wide), one poem each (五绝, acrostic 春夏秋冬).", "",
         "| quantity | value |", "| --- | --- |", *(f"| {a} | {b} |" for a, b in rows), ""])
     Path(out).write_text(text, encoding="utf-8")
