@@ -81,7 +81,7 @@ def browser(book):
         if os.environ.get("TC_REQUIRE_BROWSER") == "1":
             pytest.fail(f"browser tests need {missing}")
         pytest.skip(f"browser tests need {missing}")
-    with webdriver(book[1]) as (driver, base):
+    with webdriver(book[1], capabilities={"goog:loggingPrefs": {"browser": "ALL"}}) as (driver, base):
         yield driver, base
 
 
@@ -155,6 +155,25 @@ def test_no_page_scrolls_sideways_on_a_phone(browser, book):
         if page_width > screen:
             wide[page] = page_width - screen
     assert not wide, f"pages wider than a {PHONE[0]} px phone (px too wide): {wide}"
+
+
+def test_no_page_logs_an_error_in_the_browser_console(browser, book):
+    """Every page, opened as a reader's first visit (empty storage): no console error and no failed request
+    (seen before: sphinx-thebe's script twice, the theme's empty default mode, /favicon.ico, the widget
+    manager's icon fonts)."""
+    driver, _ = browser
+    pages = ["index.html", *sorted(p.relative_to(book[1]).as_posix() for p in (book[1] / "book").glob("*.html"))]
+    errors = {}
+    _open(browser, "index.html", DESKTOP)
+    driver.execute_script("localStorage.clear()")
+    for page in pages:
+        driver.get_log("browser")  # what earlier pages left
+        _open(browser, page, DESKTOP)
+        driver.execute_script("localStorage.clear()")
+        found = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        if found:
+            errors[page] = found
+    assert not errors, errors
 
 
 PHONE_PROBE = r"""

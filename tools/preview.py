@@ -25,7 +25,8 @@ def stored_output_config(out: Path, toc_files: list[str] | None = None) -> list[
     extensions = config["sphinx"]["local_extensions"]  # paths there are relative to the config file
     config["sphinx"]["local_extensions"] = {name: str(ROOT / path) for name, path in extensions.items()}
     out.mkdir(parents=True, exist_ok=True)
-    (out / "_config.yml").write_text(yaml.safe_dump(config, allow_unicode=True), encoding="utf-8")
+    # in the file's order: the widget scripts must stay require.js first, then embed-amd.js
+    (out / "_config.yml").write_text(yaml.safe_dump(config, allow_unicode=True, sort_keys=False), encoding="utf-8")
     args = ["--config", str(out / "_config.yml"), "--path-output", str(out)]
     if toc_files is not None:
         toc = {"format": "jb-book", "root": "book/intro", "chapters": [{"file": f} for f in toc_files]}

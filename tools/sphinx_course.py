@@ -328,6 +328,31 @@ def merge_streams(outputs: list) -> list:
     return merged
 
 
+# --- A quiet browser console ---------------------------------------------------------------------------------------
+def _drop_duplicate_scripts(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """Jupyter Book 1 sets up sphinx-thebe and sphinx-togglebutton twice, so their inline scripts came twice
+    into every page (once with ``filename=None``, once with ``""``: Sphinx's own de-duplication misses them),
+    and the second ``const THEBE_JS_URL`` threw a SyntaxError on every page. Keep the first of each inline
+    script (same body and attributes); scripts loaded from files stay as they are, in their order."""
+    seen: set[tuple] = set()
+    kept = []
+    for script in context.get("script_files", []):
+        key = tuple(sorted(getattr(script, "attributes", {}).items()))
+        if getattr(script, "filename", None):  # a file: kept, in its place
+            kept.append(script)
+        elif key not in seen:  # an inline script: its first copy
+            seen.add(key)
+            kept.append(script)
+    context["script_files"] = kept
+
+
+def _theme_mode_auto(app: Sphinx, config: Config) -> None:
+    """The pydata theme's default mode (``html_context["default_mode"]``) is empty, which it reports as an
+    error on a reader's first visit ("Got invalid theme mode") before it falls back to "auto": say "auto"
+    ourselves (light or dark as the reader's system is)."""
+    config.html_context = {**config.html_context, "default_mode": "auto"}
+
+
 # --- Chapter 14's live poet (issue 32) ---------------------------------------------------------------------------
 def _export_poet(app: Sphinx, exception: Exception | None) -> None:
     """Where ``html_extra_path`` has copied the widget (web/poet/ -> poet/), write the shipped poet's weights
@@ -353,6 +378,8 @@ def setup(app: Sphinx) -> dict:
     app.connect("env-get-updated", _number_exercises_per_chapter, priority=900)  # after Sphinx's numbers
     app.connect("build-finished", _translate_ui_strings)
     app.connect("build-finished", _export_poet)
+    app.connect("html-page-context", _drop_duplicate_scripts, priority=999)  # after every script is added
+    app.connect("config-inited", _theme_mode_auto, priority=900)
     app.connect("doctree-read", _add_index_entries, priority=400)
     app.connect("config-inited", _add_substitutions, priority=900)
     app.connect("config-inited", _add_search_dictionary, priority=900)
