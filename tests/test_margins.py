@@ -93,12 +93,12 @@ def test_portability_document_keeps_other_machines_and_replaces_its_own(tmp_path
     import portability
 
     out = tmp_path / "portability.md"
-    monkeypatch.setattr(portability, "cpu_model", lambda: "Machine A")
+    monkeypatch.setattr(portability, "cpu_name", lambda: "Machine A")
     first = {"native:1": (0, 10.0, {"01_x": (4.0, 0)})}
     out.write_text(portability.document(out, first), encoding="utf-8")
-    monkeypatch.setattr(portability, "cpu_model", lambda: "Machine B")
+    monkeypatch.setattr(portability, "cpu_name", lambda: "Machine B")
     out.write_text(portability.document(out, {"default:1": (1, 20.0, {"01_x": (5.0, 2)})}), encoding="utf-8")
-    monkeypatch.setattr(portability, "cpu_model", lambda: "Machine A")
+    monkeypatch.setattr(portability, "cpu_name", lambda: "Machine A")
     text = portability.document(out, {"avx2:1": (0, 30.0, {"01_x": (6.0, 0)})})
     assert text.count("## Machine A,") == 1 and text.count("## Machine B,") == 1
     assert "`avx2:1`" in text and "`native:1`" not in text  # A's section replaced

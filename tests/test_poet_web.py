@@ -73,7 +73,7 @@ def browser(site):
         if os.environ.get("TC_REQUIRE_BROWSER") == "1":
             pytest.fail(f"browser tests need {missing}")
         pytest.skip(f"browser tests need {missing}")
-    with poet_web.chromium(site) as (driver, base):
+    with poet_web.recording_browser(site) as (driver, base):
         driver.get(f"{base}/poet/")  # a page of the site (its folder listing): the modules are imported from there
         yield driver, base
 

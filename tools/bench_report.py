@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import platform
 import time
-from pathlib import Path
 from typing import Callable
 
 import torch
@@ -18,12 +17,7 @@ import transformer_course as tc
 
 
 def machine(device: torch.device) -> dict:
-    cpu = "unknown"
-    if Path("/proc/cpuinfo").exists():
-        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                 if line.startswith("model name")]
-        cpu = names[0] if names else cpu
-    return {"cpu": cpu, "cores": os.cpu_count(), "threads": torch.get_num_threads(),
+    return {"cpu": tc.utils.cpu_name(), "cores": os.cpu_count(), "threads": torch.get_num_threads(),
             "python": platform.python_version(), "torch": torch.__version__, "device": device_name(device),
             "book_device": device_name(tc.get_device()), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
 

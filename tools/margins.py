@@ -38,10 +38,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from transformer_course.utils import _OPS  # the comparisons tc.claim makes
+from transformer_course.utils import _OPS, cpu_name  # _OPS: the comparisons tc.claim makes
 
 from common import ROOT, chapters
-from portability import cpu_model, native_capability, supports
+from portability import native_capability, supports
 
 VARIANTS = {  # name -> environment; ATEN_CPU_CAPABILITY unset is the native path
     "native": {},
@@ -109,7 +109,7 @@ def execute_once(path: Path, seed: int, name: str, kernel: str) -> dict:
         seconds = time.perf_counter() - start
         claims = [json.loads(line) for line in log.read_text("utf-8").splitlines()] if log.exists() else []
     return {"chapter": path.stem, "code": code_fingerprint(path), "seed": seed, "kernel": kernel,
-            "machine": cpu_model(), "seconds": seconds, "claims": claims}
+            "machine": cpu_name(), "seconds": seconds, "claims": claims}
 
 
 def _execute_in_kernel(path: Path) -> None:

@@ -35,6 +35,7 @@ import torch
 from transformer_course import poet_full
 from transformer_course.kv_cache import KVCache
 from transformer_course.poetics import VerseRules
+from transformer_course.utils import cpu_name
 
 from common import ROOT, webdriver
 
@@ -180,7 +181,7 @@ def write(form: str, *, prompt: str = "", acrostic: str = "", rules: bool = True
 # --- Chromium (tools/common.py's browser layer), recording console messages and network requests ---------------
 
 @contextlib.contextmanager
-def chromium(folder: str | Path):
+def recording_browser(folder: str | Path):
     """``(driver, base_url)``: ``common.webdriver(folder)`` that also records the console and every request."""
     logs = {"goog:loggingPrefs": {"browser": "ALL", "performance": "ALL"}}
     with webdriver(Path(folder), capabilities=logs) as (driver, base):
@@ -241,19 +242,13 @@ def press(driver, acrostic: str = "春夏秋冬") -> dict:
     return run_async(driver, PRESS, acrostic)
 
 
-def _cpu() -> str:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-        name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "unknown CPU")
-    return f"{name}, {os.cpu_count()} cores"
-
-
 def measure(html: str | Path, out: str | Path = WEB / "measurements.md") -> str:
     """Sizes and timings of the built chapter page in headless Chromium, written as a Markdown table."""
     html = Path(html)
     page = next((html / "book").glob("14_*.html")).relative_to(html).as_posix()
     manifest = json.loads((html / "poet" / MANIFEST).read_text(encoding="utf-8"))
     runs = []
-    with chromium(html) as (driver, base):
+    with recording_browser(html) as (driver, base):
         version = driver.capabilities.get("browserVersion", "?")
         for width in (390, 1366, 390, 1366):
             open_page(driver, f"{base}/{page}", width)
@@ -278,7 +273,8 @@ def measure(html: str | Path, out: str | Path = WEB / "measurements.md") -> str:
     text = "\n".join([
         "# The poet in the page: sizes and timings", "",
         "Written by `python tools/poet_web.py measure _build/html`: chapter 14 served from localhost to headless "
-        f"Chromium {version} on {_cpu()}, {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC. "
+        f"Chromium {version} on {cpu_name()}, {os.cpu_count()} cores, "
+        f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC. "
         "Timings of four page loads (390, 1366, 390, 1366 px wide), one poem each (五绝, acrostic 春夏秋冬).", "",
         "| quantity | value |", "| --- | --- |", *(f"| {a} | {b} |" for a, b in rows), ""])
     Path(out).write_text(text, encoding="utf-8")

@@ -26,18 +26,9 @@ from pathlib import Path
 import torch
 
 from common import ROOT
+from transformer_course.utils import cpu_name
+
 CAPABILITIES = {"default": "DEFAULT", "avx2": "AVX2", "avx512": "AVX512"}
-
-
-def cpu_model() -> str:
-    """The CPU's model name (``lscpu``'s "Model name"), or the platform's description."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def native_capability() -> str:
@@ -116,10 +107,10 @@ def table(results: dict[str, tuple[int, float, dict]]) -> str:
 
 def document(out: Path, results: dict[str, tuple[int, float, dict]]) -> str:
     """``docs/portability.md``: this machine's table, after the tables of other machines already in ``out``."""
-    machine = (f"{cpu_model()}, {os.cpu_count()} cores; native kernel path {native_capability()}; "
+    machine = (f"{cpu_name()}, {os.cpu_count()} cores; native kernel path {native_capability()}; "
                f"torch {torch.__version__}; Python {platform.python_version()}")
     old = out.read_text("utf-8").split("\n## ")[1:] if out.exists() else []
-    kept = [f"## {section.rstrip()}\n" for section in old if not section.startswith(cpu_model() + ",")]
+    kept = [f"## {section.rstrip()}\n" for section in old if not section.startswith(cpu_name() + ",")]
     header = ("# Portability matrix\n\n"
               "Written by `python tools/portability.py` (`make portability`): every chapter run by nbval "
               "against its stored outputs in each configuration `PATH:THREADS` (see the tool's docstring). "

@@ -95,6 +95,18 @@ def time_call(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> fl
     return statistics.median(times)
 
 
+def cpu_name() -> str:
+    """The CPU's model name (``lscpu``'s "Model name", e.g. ``"AMD EPYC"``), or the platform's description."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
+    except OSError:
+        model = ""
+    import platform
+
+    return model or platform.processor() or platform.machine()
+
+
 def machine(device: torch.device | str | None = None) -> str:
     """Where a time was measured, for printing beside it: ``"AMD EPYC, 2 threads"`` or ``"NVIDIA H100"``.
 
@@ -106,16 +118,8 @@ def machine(device: torch.device | str | None = None) -> str:
         return torch.cuda.get_device_name(device)
     if device.type == "mps":
         return "Apple GPU (mps)"
-    model = ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            model = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    except OSError:
-        pass
-    import platform
-
-    model = model or platform.processor() or platform.machine()
-    return f"{model}, {torch.get_num_threads()} thread{'s' * (torch.get_num_threads() != 1)}"
+    threads = torch.get_num_threads()
+    return f"{cpu_name()}, {threads} thread{'s' * (threads != 1)}"
 
 
 LINEAR_OPS = ("aten.mm", "aten.addmm")  # what Linear layers run on 2-D inputs: the weights' products

@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from ._guards import _call_learner, _call_quietly, _clone, _Outcome, _Watch
-from ._rules import DEFAULT_RULES, NOT_DONE, Answers, Called, Rule
+from ._rules import DEFAULT_RULES, NOT_DONE, Answers, Called, Rule, _is_float_tensor
 from ._types import Case, Forbidden, Mistake, Verdict
 from ._verdicts import _compare, _describe_args, _first_line
 from ._verdicts import _number  # noqa: F401  (imported from here by tests)
@@ -192,7 +192,3 @@ def shown(name: str, verdict: Verdict) -> str:
 def randn(g: torch.Generator, *shape: int, scale: float = 1.0) -> torch.Tensor:
     """Seeded normal case data for checkers (standard deviation ``scale``): ``randn(g, 2, 5, 4)``."""
     return torch.randn(*shape, generator=g) * scale
-
-
-def _is_float_tensor(a: Any) -> bool:
-    return isinstance(a, torch.Tensor) and a.is_floating_point()
