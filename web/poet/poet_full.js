@@ -41,8 +41,9 @@ export async function loadShipped(base, onProgress = () => {}) {
 
 // One poem, one step at a time: yields {token, position, firstQuery, attention} for each new token, up to
 // <|endoftext|> (not yielded); attention[q][layer][head] are the weights of query position firstQuery + q
-// (the positions this step fed: the whole start in the first step, then the token before this one). Started by the form's token and `prompt`; with an acrostic or `rules`,
-// decoded under VerseRules (rules: also the rhyme and no immediate repeat), like poet_full.write.
+// (the positions this step fed: the whole start in the first step, then the token before this one).
+// Started by the form's token and `prompt`; with an acrostic or `rules`, decoded under VerseRules (rules:
+// also the rhyme and no immediate repeat), like poet_full.write. eot 0 and unk 1: CharVocab's convention.
 export function* write({ model, config, vocab }, { form, prompt = "", acrostic = "", rules = true,
                                                   temperature = 0.8, topK = 20, seed = 0 }) {
   const verse = rules || acrostic ? new VerseRules(vocab, form, { acrostic, rhyme: rules, noRepeat: rules }) : null;
